@@ -1,0 +1,35 @@
+# `make run`  - the main job: distributed MPO (local_mp) on dm_control cartpole:swingup.
+# `make test` - the default test suite.
+# Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-slow venv bench clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@set -e; py=$$(scripts/find_python310.sh); \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null; then \
+	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV); fi
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+run: venv
+	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2
+
+test: venv
+	$(PY) -m pytest -q tests
+
+test-slow: venv
+	$(PY) -m pytest -q -m slow tests
+
+bench: venv
+	$(PY) bench/learner.py && $(PY) bench/duals.py && $(PY) bench/actor.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,256 @@
+"""MPO learner configuration: frozen, validated dataclasses.
+
+Every field is checked when the dataclass is built, so a bad value fails with a
+message naming the field and its accepted range before any process starts.
+The defaults follow the ranges Acme uses for MPO on continuous control.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Sequence
+
+DUAL_OPTIMIZERS = ('adam', 'adamw', 'sgd', 'rmsprop', 'adagrad', 'adabelief')
+NETWORK_OPTIMIZERS = ('adam', 'adamw', 'sgd', 'rmsprop')
+SCHEDULES = ('constant', 'linear', 'cosine')
+TEMPERATURE_FOR_WEIGHTS = ('before_update', 'after_update')
+SOLVERS = ('gradient', 'exact')
+TARGET_UPDATES = ('periodic', 'polyak')
+
+
+class ConfigError(ValueError):
+  """A config field holds a value outside its accepted range."""
+
+
+def _fail(owner: str, field: str, expected: str, got: Any) -> None:
+  raise ConfigError(f'{owner}.{field}: expected {expected}, got {got!r}')
+
+
+def _positive(owner, field, value):
+  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
+      math.isfinite(value) and value > 0):
+    _fail(owner, field, 'a finite number > 0', value)
+
+
+def _non_negative(owner, field, value):
+  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
+      math.isfinite(value) and value >= 0):
+    _fail(owner, field, 'a finite number >= 0', value)
+
+
+def _int_at_least(owner, field, value, low):
+  if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    _fail(owner, field, f'an integer >= {low}', value)
+
+
+def _one_of(owner, field, value, choices):
+  if value not in choices:
+    _fail(owner, field, f'one of {list(choices)}', value)
+
+
+def _unit_interval(owner, field, value, *, open_low=True):
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+      (0 < value <= 1) if open_low else (0 <= value <= 1))
+  if not ok:
+    _fail(owner, field, 'a number in (0, 1]' if open_low else 'a number in [0, 1]',
+          value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+  """A learning rate as a pure function of a global count.
+
+  `value(progress)` with progress = count / horizon in [0, 1]:
+  constant: init; linear: init -> init * final_fraction; cosine: likewise
+  along half a cosine. The horizon is a learner-step count stored in the
+  learner state, so the schedule is the same however the run is split.
+  """
+  init: float
+  kind: str = 'constant'
+  final_fraction: float = 1.0
+
+  def __post_init__(self):
+    _positive('ScheduleConfig', 'init', self.init)
+    _one_of('ScheduleConfig', 'kind', self.kind, SCHEDULES)
+    _unit_interval('ScheduleConfig', 'final_fraction', self.final_fraction,
+                   open_low=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  """An optax optimizer by name, with its learning-rate schedule."""
+  name: str = 'adam'
+  learning_rate: float = 1e-4
+  schedule: str = 'constant'
+  final_fraction: float = 1.0
+  owner: str = dataclasses.field(default='OptimizerConfig', compare=False,
+                                 repr=False)
+  choices: Sequence[str] = dataclasses.field(default=NETWORK_OPTIMIZERS,
+                                             compare=False, repr=False)
+
+  def __post_init__(self):
+    _one_of(self.owner, 'name', self.name, self.choices)
+    _positive(self.owner, 'learning_rate', self.learning_rate)
+    _one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
+    _unit_interval(self.owner, 'final_fraction', self.final_fraction,
+                   open_low=False)
+
+  @property
+  def lr_schedule(self) -> ScheduleConfig:
+    return ScheduleConfig(self.learning_rate, self.schedule,
+                          self.final_fraction)
+
+
+def dual_optimizer(name: str = 'adam', learning_rate: float = 1e-2,
+                   group: str = 'temperature', **kw) -> OptimizerConfig:
+  return OptimizerConfig(name, learning_rate, owner=f'DualConfig.{group}_optimizer',
+                         choices=DUAL_OPTIMIZERS, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class DualConfig:
+  """How the MPO duals (η, η_penalty, α_mean, α_stddev) are optimised.
+
+  num_steps: dual updates per SGD step, looped inside the compiled update on
+    statistics computed once per batch.
+  temperature_optimizer / alpha_optimizer: one optax optimizer per group.
+  temperature_for_weights: weight the E-step with η before or after this
+    step's dual updates.
+  solver: 'gradient' (num_steps optimizer steps on η) or 'exact' (solve the
+    1-D convex temperature dual to `exact_tolerance` in log η, in-graph).
+    The penalty temperature follows the same solver.
+  """
+  num_steps: int = 1
+  temperature_optimizer: OptimizerConfig = dataclasses.field(
+      default_factory=lambda: dual_optimizer(group='temperature'))
+  alpha_optimizer: OptimizerConfig = dataclasses.field(
+      default_factory=lambda: dual_optimizer(group='alpha'))
+  temperature_for_weights: str = 'before_update'
+  solver: str = 'gradient'
+  exact_tolerance: float = 1e-6
+  exact_max_iterations: int = 100
+  init_temperature: float = 10.0
+  init_alpha_mean: float = 10.0
+  init_alpha_stddev: float = 1000.0
+  floor: float = 1e-8
+  log_residual: bool = True
+
+  def __post_init__(self):
+    o = 'DualConfig'
+    _int_at_least(o, 'num_steps', self.num_steps, 1)
+    for f in ('temperature_optimizer', 'alpha_optimizer'):
+      v = getattr(self, f)
+      if not isinstance(v, OptimizerConfig):
+        _fail(o, f, 'an OptimizerConfig', v)
+      if v.name not in DUAL_OPTIMIZERS:
+        _fail(o, f + '.name', f'one of {list(DUAL_OPTIMIZERS)}', v.name)
+    _one_of(o, 'temperature_for_weights', self.temperature_for_weights,
+            TEMPERATURE_FOR_WEIGHTS)
+    _one_of(o, 'solver', self.solver, SOLVERS)
+    _positive(o, 'exact_tolerance', self.exact_tolerance)
+    _int_at_least(o, 'exact_max_iterations', self.exact_max_iterations, 1)
+    for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev',
+              'floor'):
+      _positive(o, f, getattr(self, f))
+    for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev'):
+      if getattr(self, f) <= self.floor:
+        _fail(o, f, f'a value above DualConfig.floor={self.floor}',
+              getattr(self, f))
+
+
+@dataclasses.dataclass(frozen=True)
+class MPOConfig:
+  """Hyperparameters of the MPO learner (Abdolmaleki et al. 2018a, b)."""
+  # Networks.
+  policy_layers: tuple = (256, 256, 256)
+  critic_layers: tuple = (256, 256, 256)
+  policy_init_scale: float = 0.5
+  policy_min_scale: float = 1e-6
+  # Losses.
+  epsilon: float = 0.1
+  epsilon_mean: float = 0.0025
+  epsilon_stddev: float = 1e-6
+  epsilon_penalty: float = 0.001
+  per_dim_constraining: bool = True
+  action_penalization: bool = True
+  num_samples: int = 20
+  discount: float = 0.99
+  n_step: int = 5
+  # Optimisation.
+  batch_size: int = 256
+  policy_optimizer: OptimizerConfig = dataclasses.field(
+      default_factory=lambda: OptimizerConfig(owner='MPOConfig.policy_optimizer'))
+  critic_optimizer: OptimizerConfig = dataclasses.field(
+      default_factory=lambda: OptimizerConfig(owner='MPOConfig.critic_optimizer'))
+  max_grad_norm: float = 40.0
+  duals: DualConfig = dataclasses.field(default_factory=DualConfig)
+  target_update: str = 'periodic'
+  target_update_period: int = 100
+  target_polyak_tau: float = 0.005
+  sgd_steps_per_call: int = 1
+  # Learner steps over which schedules run from start to end value.
+  schedule_horizon: int = 1_000_000
+
+  def __post_init__(self):
+    o = 'MPOConfig'
+    for f in ('policy_layers', 'critic_layers'):
+      v = getattr(self, f)
+      if (not isinstance(v, (tuple, list)) or not v or
+          not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                  for x in v)):
+        _fail(o, f, 'a non-empty tuple of integers >= 1', v)
+      object.__setattr__(self, f, tuple(v))
+    for f in ('policy_init_scale', 'policy_min_scale', 'epsilon',
+              'epsilon_mean', 'epsilon_stddev', 'epsilon_penalty',
+              'max_grad_norm'):
+      _positive(o, f, getattr(self, f))
+    _int_at_least(o, 'num_samples', self.num_samples, 2)
+    if self.epsilon >= math.log(self.num_samples):
+      _fail(o, 'epsilon', f'a value < log(num_samples) = '
+            f'{math.log(self.num_samples):.3f} (the largest KL a reweighting '
+            'of num_samples actions can reach)', self.epsilon)
+    if not (isinstance(self.discount, (int, float)) and 0 <= self.discount <= 1):
+      _fail(o, 'discount', 'a number in [0, 1]', self.discount)
+    _int_at_least(o, 'n_step', self.n_step, 1)
+    _int_at_least(o, 'batch_size', self.batch_size, 1)
+    for f in ('policy_optimizer', 'critic_optimizer'):
+      v = getattr(self, f)
+      if not isinstance(v, OptimizerConfig):
+        _fail(o, f, 'an OptimizerConfig', v)
+      if v.name not in NETWORK_OPTIMIZERS:
+        _fail(o, f + '.name', f'one of {list(NETWORK_OPTIMIZERS)}', v.name)
+    if not isinstance(self.duals, DualConfig):
+      _fail(o, 'duals', 'a DualConfig', self.duals)
+    _one_of(o, 'target_update', self.target_update, TARGET_UPDATES)
+    _int_at_least(o, 'target_update_period', self.target_update_period, 1)
+    _unit_interval(o, 'target_polyak_tau', self.target_polyak_tau)
+    _int_at_least(o, 'sgd_steps_per_call', self.sgd_steps_per_call, 1)
+    _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
+
+
+def replace(config, overrides: Mapping[str, Any]):
+  """Returns `config` with dotted-path overrides, re-validated.
+
+  `replace(cfg, {'duals.num_steps': 10, 'duals.temperature_optimizer.name':
+  'sgd'})`. An unknown path raises ConfigError naming it and the valid fields.
+  """
+  nested: dict = {}
+  for path, value in overrides.items():
+    head, _, rest = path.partition('.')
+    names = [f.name for f in dataclasses.fields(config) if f.init]
+    if head not in names:
+      raise ConfigError(
+          f'{type(config).__name__}: unknown field {head!r} (in override '
+          f'{path!r}); fields are {names}')
+    if rest:
+      nested.setdefault(head, {})[rest] = value
+    else:
+      nested[head] = value
+  changes = {}
+  for head, value in nested.items():
+    if isinstance(value, dict):
+      changes[head] = replace(getattr(config, head), value)
+    else:
+      changes[head] = value
+  return dataclasses.replace(config, **changes)

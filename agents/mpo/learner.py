@@ -1,0 +1,307 @@
+"""The MPO learner: state, one jitted update of K SGD steps, checkpoints.
+
+Imports nothing from TensorFlow, Reverb or Launchpad, so it runs (and is
+benchmarked) on any machine with jax and optax.
+
+One SGD step (Abdolmaleki et al. 2018a, b):
+  1. Sample N actions per state from the target policy at s (E-step) and at
+     s' (bootstrap), with separate PRNG keys; evaluate the target critic.
+  2. Update the temperatures on those fixed Q-values (duals.py).
+  3. Weight the samples with η before or after that update (config).
+  4. Gradient step on critic (n-step TD) and policy (weighted ML + KL terms).
+  5. Update the alphas on this batch's KLs.
+  6. Skip everything if anything is non-finite; update the target networks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents.common import checkpointing
+from agents.common import optimizers
+from agents.common import schedules
+from agents.mpo import duals as duals_lib
+from agents.mpo import losses
+from agents.mpo import networks
+from agents.mpo.config import MPOConfig
+
+
+class Batch(NamedTuple):
+  """n-step transitions; leading dim B (or [K, B] for a multi-step call).
+
+  reward: the discounted n-step return Σ_k γ^k r_k.
+  discount: the whole bootstrap multiplier γ^n · Π env discounts (0 at a
+    terminal state), so the target is reward + discount · V(next_observation).
+  """
+  observation: jax.Array       # [B, O]
+  action: jax.Array            # [B, D]
+  reward: jax.Array            # [B]
+  discount: jax.Array          # [B]
+  next_observation: jax.Array  # [B, O]
+
+
+class LearnerState(NamedTuple):
+  policy: dict
+  critic: dict
+  target_policy: dict
+  target_critic: dict
+  duals: duals_lib.DualState
+  policy_opt: optax.OptState
+  critic_opt: optax.OptState
+  key: jax.Array        # uint32[2]
+  steps: jax.Array      # int32: global learner steps (batches consumed)
+  skipped: jax.Array    # int32: steps skipped for non-finite values
+  horizon: jax.Array    # int32: learner steps over which schedules run
+
+
+@dataclasses.dataclass(frozen=True)
+class Dims:
+  observation: int
+  action: int
+
+
+def _policy_opt(cfg: MPOConfig):
+  return optimizers.make(cfg.policy_optimizer.name,
+                         cfg.policy_optimizer.learning_rate, cfg.max_grad_norm)
+
+
+def _critic_opt(cfg: MPOConfig):
+  return optimizers.make(cfg.critic_optimizer.name,
+                         cfg.critic_optimizer.learning_rate, cfg.max_grad_norm)
+
+
+def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
+  key = jax.random.PRNGKey(seed)
+  key, kp, kc = jax.random.split(key, 3)
+  policy = networks.init_policy(kp, dims.observation, dims.action,
+                                cfg.policy_layers)
+  critic = networks.init_critic(kc, dims.observation, dims.action,
+                                cfg.critic_layers)
+  num_alphas = dims.action if cfg.per_dim_constraining else 1
+  copy = lambda t: jax.tree_util.tree_map(jnp.array, t)
+  return LearnerState(
+      policy=policy, critic=critic,
+      target_policy=copy(policy), target_critic=copy(critic),
+      duals=duals_lib.init(cfg.duals, num_alphas),
+      policy_opt=_policy_opt(cfg).init(policy),
+      critic_opt=_critic_opt(cfg).init(critic),
+      key=key, steps=jnp.int32(0), skipped=jnp.int32(0),
+      horizon=jnp.int32(cfg.schedule_horizon))
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+            if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
+  return jnp.stack(leaves).all()
+
+
+def _select(pred, new, old):
+  return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
+
+
+class EStepInputs(NamedTuple):
+  target_pi: networks.GaussianParams  # fields [B, D]
+  actions: jax.Array                  # [N, B, D] samples of π_target(·|s)
+  q: jax.Array                        # [N, B] target-critic values
+  penalty_q: Optional[jax.Array]      # [N, B] or None
+  td_target: jax.Array                # [B] n-step TD target
+
+
+def _apply_policy(cfg: MPOConfig, params, obs):
+  return networks.apply_policy(params, obs, init_scale=cfg.policy_init_scale,
+                               min_scale=cfg.policy_min_scale)
+
+
+def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
+                 key_estep: jax.Array, key_bootstrap: jax.Array) -> EStepInputs:
+  """Target-network quantities of one step; separate keys for the E-step
+  samples at s and the bootstrap samples at s'."""
+  n = cfg.num_samples
+  target_pi = _apply_policy(cfg, state.target_policy, batch.observation)
+  target_pi_next = _apply_policy(cfg, state.target_policy,
+                                 batch.next_observation)
+  actions = networks.gaussian_sample(key_estep, target_pi, n)
+  next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
+  tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
+  # One critic call over [2N, B] rows: E-step and bootstrap together.
+  q_both = networks.apply_critic(
+      state.target_critic,
+      jnp.concatenate([tile(batch.observation),
+                       tile(batch.next_observation)]),
+      jnp.concatenate([actions, next_actions]))
+  q, q_next = q_both[:n], q_both[n:]
+  td_target = batch.reward + batch.discount * jnp.mean(q_next, axis=0)
+  penalty_q = (losses.action_penalty_q(actions) if cfg.action_penalization
+               else None)
+  return EStepInputs(target_pi, jax.lax.stop_gradient(actions),
+                     jax.lax.stop_gradient(q), penalty_q,
+                     jax.lax.stop_gradient(td_target))
+
+
+def sgd_step(cfg: MPOConfig, state: LearnerState,
+             batch: Batch) -> tuple[LearnerState, dict]:
+  """One MPO SGD step (pure; jit or scan it). Returns (state, metrics)."""
+  dcfg = cfg.duals
+  apply_policy = lambda p, o: _apply_policy(cfg, p, o)
+  action_dim = batch.action.shape[-1]
+  eps_mean = cfg.epsilon_mean / (action_dim if cfg.per_dim_constraining else 1)
+  eps_stddev = cfg.epsilon_stddev / (
+      action_dim if cfg.per_dim_constraining else 1)
+
+  key, k_estep, k_boot = jax.random.split(state.key, 3)
+  count, horizon = state.steps, state.horizon
+  lr = lambda o: schedules.from_config(o, count, horizon)
+
+  # 1. Target quantities, fixed for this step.
+  e = estep_inputs(cfg, state, batch, k_estep, k_boot)
+  target_pi, actions, q_estep, penalty_q = (e.target_pi, e.actions, e.q,
+                                            e.penalty_q)
+  td_target = e.td_target
+
+  # 2-3. Temperatures, then the E-step weights.
+  dual_state, t_info = duals_lib.update_temperatures(
+      dcfg, state.duals, q_estep, cfg.epsilon, penalty_q, cfg.epsilon_penalty,
+      lr(dcfg.temperature_optimizer))
+  after = dcfg.temperature_for_weights == 'after_update'
+  temperature = t_info.temperature_after if after else t_info.temperature_before
+  weights = losses.estep_weights(q_estep, temperature)
+  if penalty_q is not None:
+    penalty_t = (t_info.penalty_temperature_after if after
+                 else t_info.penalty_temperature_before)
+    weights_penalty = losses.estep_weights(penalty_q, penalty_t)
+  alpha_mean = duals_lib.positive(state.duals.params.alpha_mean, dcfg.floor)
+  alpha_stddev = duals_lib.positive(state.duals.params.alpha_stddev,
+                                    dcfg.floor)
+
+  # 4. Networks.
+  def loss_fn(policy, critic):
+    q = networks.apply_critic(critic, batch.observation, batch.action)
+    loss_critic = losses.critic_loss(q, td_target)
+    online = apply_policy(policy, batch.observation)
+    terms = losses.mstep_terms(online, target_pi, actions, weights,
+                               cfg.per_dim_constraining)
+    loss_policy = terms.cross_entropy_mean + terms.cross_entropy_stddev
+    if penalty_q is not None:
+      pen = losses.mstep_terms(online, target_pi, actions, weights_penalty,
+                               cfg.per_dim_constraining)
+      loss_policy += pen.cross_entropy_mean + pen.cross_entropy_stddev
+    loss_policy += losses.kl_penalty(alpha_mean, terms.kl_mean)
+    loss_policy += losses.kl_penalty(alpha_stddev, terms.kl_stddev)
+    aux = dict(loss_critic=loss_critic, loss_policy=loss_policy, terms=terms,
+               online_stddev=online.stddev)
+    return loss_policy + loss_critic, aux
+
+  (_, aux), (g_policy, g_critic) = jax.value_and_grad(
+      loss_fn, argnums=(0, 1), has_aux=True)(state.policy, state.critic)
+  terms = aux['terms']
+  p_upd, policy_opt = _policy_opt(cfg).update(
+      g_policy, optimizers.with_learning_rate(state.policy_opt,
+                                              lr(cfg.policy_optimizer)),
+      state.policy)
+  c_upd, critic_opt = _critic_opt(cfg).update(
+      g_critic, optimizers.with_learning_rate(state.critic_opt,
+                                              lr(cfg.critic_optimizer)),
+      state.critic)
+  policy = optax.apply_updates(state.policy, p_upd)
+  critic = optax.apply_updates(state.critic, c_upd)
+
+  # 5. Alphas, on this batch's KLs.
+  dual_state = duals_lib.update_alphas(
+      dcfg, dual_state, terms.kl_mean, terms.kl_stddev, eps_mean, eps_stddev,
+      lr(dcfg.alpha_optimizer))
+
+  # 6. Guard, then targets.
+  finite = _all_finite((aux['loss_critic'], aux['loss_policy'], g_policy,
+                        g_critic, dual_state.params, policy, critic))
+  new = (policy, critic, dual_state, policy_opt, critic_opt)
+  old = (state.policy, state.critic, state.duals, state.policy_opt,
+         state.critic_opt)
+  policy, critic, dual_state, policy_opt, critic_opt = _select(finite, new, old)
+
+  steps = state.steps + 1
+  if cfg.target_update == 'polyak':
+    tau = cfg.target_polyak_tau
+    mix = lambda t, o: jax.tree_util.tree_map(
+        lambda a, b: (1 - tau) * a + tau * b, t, o)
+    target_policy = mix(state.target_policy, policy)
+    target_critic = mix(state.target_critic, critic)
+  else:
+    copy_now = steps % cfg.target_update_period == 0
+    target_policy = _select(copy_now, policy, state.target_policy)
+    target_critic = _select(copy_now, critic, state.target_critic)
+
+  new_state = LearnerState(policy, critic, target_policy, target_critic,
+                           dual_state, policy_opt, critic_opt, key, steps,
+                           state.skipped + jnp.where(finite, 0, 1).astype(
+                               jnp.int32), state.horizon)
+
+  kl_q = jnp.mean(losses.kl_to_uniform(weights))
+  metrics = {
+      'loss_critic': aux['loss_critic'],
+      'loss_policy': aux['loss_policy'],
+      'kl_q_rel': kl_q / cfg.epsilon,
+      'kl_mean_rel': jnp.mean(terms.kl_mean) / eps_mean,
+      'kl_stddev_rel': jnp.mean(terms.kl_stddev) / eps_stddev,
+      'temperature': t_info.temperature_after,
+      'temperature_used': temperature,
+      'penalty_temperature': t_info.penalty_temperature_after,
+      'alpha_mean': jnp.mean(duals_lib.positive(
+          dual_state.params.alpha_mean, dcfg.floor)),
+      'alpha_stddev': jnp.mean(duals_lib.positive(
+          dual_state.params.alpha_stddev, dcfg.floor)),
+      'temperature_dual_residual': t_info.residual,
+      'solver_iterations': t_info.solver_iterations,
+      'q_min': jnp.min(q_estep),
+      'q_max': jnp.max(q_estep),
+      'policy_stddev_min': jnp.min(aux['online_stddev']),
+      'policy_stddev_max': jnp.max(aux['online_stddev']),
+      'learning_rate_policy': lr(cfg.policy_optimizer),
+      'finite': finite,
+      'skipped': new_state.skipped,
+      'learner_steps': steps,
+  }
+  return new_state, metrics
+
+
+def make_update(cfg: MPOConfig):
+  """A jitted update(state, batches) running K = batches' leading dim steps.
+
+  batches: a Batch whose fields have shape [K, B, ...]. Returns the new state
+  and the last step's metrics (with 'skipped_in_call' over all K).
+  """
+  def update(state: LearnerState, batches: Batch):
+    skipped0 = state.skipped
+
+    def body(s, b):
+      s, m = sgd_step(cfg, s, b)
+      return s, m
+
+    state, metrics = jax.lax.scan(body, state, batches)
+    last = jax.tree_util.tree_map(lambda x: x[-1], metrics)
+    last['skipped_in_call'] = state.skipped - skipped0
+    return state, last
+
+  return jax.jit(update, donate_argnums=(0,))
+
+
+# --------------------------------------------------------------------------
+# Checkpoints: a flat .npz of leaves named by their tree paths, no pickle.
+
+
+def save(path: str, state: LearnerState, metadata: Optional[dict] = None):
+  checkpointing.save_tree(path, state, metadata)
+
+
+def restore(path: str, template: LearnerState) -> LearnerState:
+  """Restores into `template`'s structure (build it with `init`)."""
+  return checkpointing.restore_tree(path, template)
+
+
+def to_numpy(tree):
+  return jax.tree_util.tree_map(np.asarray, tree)

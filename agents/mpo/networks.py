@@ -1,0 +1,118 @@
+"""Policy and critic networks as pure functions of explicit parameter pytrees.
+
+Plain JAX (no Flax, no Haiku) so the learner core runs wherever jax and optax
+do, including accelerator images without the rest of the stack.
+
+Both networks are layer-normed MLPs: the first hidden layer is followed by
+LayerNorm and tanh (it keeps the input scale of unnormalised observations in
+check), later layers by ELU. The policy is a diagonal Gaussian with an
+unsquashed mean; actions are clipped to [-1, 1] only when sent to the
+environment, and MPO's action penalisation keeps the mean inside the box.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+Params = dict
+
+
+class GaussianParams(NamedTuple):
+  """A diagonal Gaussian; both fields [..., D]."""
+  mean: jax.Array
+  stddev: jax.Array
+
+
+def _dense_init(key, n_in: int, n_out: int, scale: float = 1.0) -> Params:
+  # Variance scaling (fan-in, truncated normal) as in Acme/Haiku MLPs.
+  std = scale * jnp.sqrt(1.0 / n_in) / 0.87962566
+  w = std * jax.random.truncated_normal(key, -2.0, 2.0, (n_in, n_out),
+                                        jnp.float32)
+  return {'w': w, 'b': jnp.zeros((n_out,), jnp.float32)}
+
+
+def _dense(p: Params, x: jax.Array) -> jax.Array:
+  return x @ p['w'] + p['b']
+
+
+def _layer_norm(p: Params, x: jax.Array) -> jax.Array:
+  mean = jnp.mean(x, axis=-1, keepdims=True)
+  var = jnp.var(x, axis=-1, keepdims=True)
+  return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p['scale'] + p['offset']
+
+
+def init_torso(key, n_in: int, layers: Sequence[int]) -> Params:
+  keys = jax.random.split(key, len(layers))
+  dense, sizes = [], (n_in,) + tuple(layers)
+  for k, a, b in zip(keys, sizes[:-1], sizes[1:]):
+    dense.append(_dense_init(k, a, b))
+  ln = {'scale': jnp.ones((layers[0],), jnp.float32),
+        'offset': jnp.zeros((layers[0],), jnp.float32)}
+  return {'dense': dense, 'ln': ln}
+
+
+def apply_torso(p: Params, x: jax.Array) -> jax.Array:
+  """x: [..., n_in] -> [..., layers[-1]]."""
+  h = jnp.tanh(_layer_norm(p['ln'], _dense(p['dense'][0], x)))
+  for layer in p['dense'][1:]:
+    h = jax.nn.elu(_dense(layer, h))
+  return h
+
+
+def init_policy(key, obs_dim: int, action_dim: int,
+                layers: Sequence[int]) -> Params:
+  k1, k2, k3 = jax.random.split(key, 3)
+  return {'torso': init_torso(k1, obs_dim, layers),
+          # Small init keeps the initial mean near 0 and the initial stddev
+          # near init_scale for every state.
+          'mean': _dense_init(k2, layers[-1], action_dim, scale=1e-4),
+          'stddev': _dense_init(k3, layers[-1], action_dim, scale=1e-4)}
+
+
+def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
+                 min_scale: float) -> GaussianParams:
+  """obs: [..., O] -> Gaussian over actions with fields [..., D].
+
+  stddev = softplus(x) * init_scale / softplus(0) + min_scale, so a zero
+  pre-activation gives init_scale and the stddev never reaches zero.
+  """
+  h = apply_torso(p['torso'], obs)
+  mean = _dense(p['mean'], h)
+  raw = _dense(p['stddev'], h)
+  stddev = jax.nn.softplus(raw) * (init_scale / jnp.log(2.0)) + min_scale
+  return GaussianParams(mean, stddev)
+
+
+def init_critic(key, obs_dim: int, action_dim: int,
+                layers: Sequence[int]) -> Params:
+  k1, k2 = jax.random.split(key)
+  return {'torso': init_torso(k1, obs_dim + action_dim, layers),
+          'head': _dense_init(k2, layers[-1], 1, scale=1e-2)}
+
+
+def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
+  """obs [..., O], action [..., D] -> Q [...]."""
+  x = jnp.concatenate([obs, action], axis=-1)
+  return _dense(p['head'], apply_torso(p['torso'], x))[..., 0]
+
+
+def gaussian_sample(key, dist: GaussianParams, num: int) -> jax.Array:
+  """[..., D] Gaussian -> [num, ..., D] samples."""
+  eps = jax.random.normal(key, (num,) + dist.mean.shape, dist.mean.dtype)
+  return dist.mean + dist.stddev * eps
+
+
+def gaussian_log_prob(dist: GaussianParams, x: jax.Array) -> jax.Array:
+  """Per-dimension log density: dist [..., D], x [..., D] -> [..., D]."""
+  z = (x - dist.mean) / dist.stddev
+  return -0.5 * z * z - jnp.log(dist.stddev) - 0.5 * jnp.log(2 * jnp.pi)
+
+
+def gaussian_kl(p: GaussianParams, q: GaussianParams) -> jax.Array:
+  """Per-dimension KL(p || q): [..., D]."""
+  var_ratio = jnp.square(p.stddev / q.stddev)
+  t = jnp.square((p.mean - q.mean) / q.stddev)
+  return 0.5 * (var_ratio + t - 1.0 - jnp.log(var_ratio))

@@ -1,0 +1,143 @@
+"""Shared helpers for the learner benchmarks (bench/learner.py, bench/duals.py).
+
+Imports only the standard library, numpy and jax, so the benchmarks run on an
+accelerator image that has jax/optax but no TensorFlow, Reverb or Launchpad.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Callable, Sequence
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  # The package may not be installed (e.g. a bare GPU image): run from source.
+  sys.path.insert(0, REPO_ROOT)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+# Task name -> (observation dim, action dim), as the dm_control tasks give them.
+TASK_SHAPES = {
+    'cartpole_swingup': (5, 1),
+    'walker_walk': (24, 6),
+}
+
+# Modules the learner core must not pull in.
+FORBIDDEN_MODULES = ('tensorflow', 'reverb', 'launchpad')
+
+
+def cpu_model() -> str:
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          return line.split(':', 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def describe_device() -> str:
+  """A short label of the default JAX device, e.g. 'gpu:NVIDIA H200 x1'."""
+  devices = jax.devices()
+  d = devices[0]
+  kind = getattr(d, 'device_kind', '') or str(d)
+  label = f'{jax.default_backend()}:{kind} x{len(devices)}'
+  if jax.default_backend() == 'cpu':
+    label += f' ({cpu_model()}, {os.cpu_count()} cores)'
+  return label
+
+
+def environment_lines() -> list[str]:
+  return [
+      f'date (UTC):  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M}',
+      f'python:      {platform.python_version()} ({sys.executable})',
+      f'jax:         {jax.__version__}  backend={jax.default_backend()}',
+      f'devices:     {jax.devices()}',
+      f'device:      {describe_device()}',
+      f'host:        {platform.machine()}, {os.cpu_count()} cores, {cpu_model()}',
+  ]
+
+
+def environment_json() -> dict:
+  try:
+    import optax  # pylint: disable=g-import-not-at-top
+    optax_version = optax.__version__
+  except Exception:  # pragma: no cover
+    optax_version = None
+  return {
+      'device': describe_device(),
+      'backend': jax.default_backend(),
+      'jax_version': jax.__version__,
+      'optax_version': optax_version,
+      'python_version': platform.python_version(),
+  }
+
+
+def random_batches(batch_cls, k: int, b: int, obs_dim: int, act_dim: int,
+                   seed: int = 0):
+  """A Batch of float32 device arrays with shapes [K, B, ...]."""
+  rng = np.random.default_rng(seed)
+  f = lambda *s: rng.standard_normal(s).astype(np.float32)
+  batch = batch_cls(
+      observation=f(k, b, obs_dim),
+      action=np.clip(f(k, b, act_dim), -1.0, 1.0),
+      reward=f(k, b),
+      discount=np.full((k, b), 0.99 ** 5, np.float32),
+      next_observation=f(k, b, obs_dim))
+  return jax.device_put(batch)
+
+
+class Runner:
+  """Holds a learner state and calls the donating update on it."""
+
+  def __init__(self, update: Callable, state, batches):
+    self.update, self.state, self.batches = update, state, batches
+
+  def call(self, n: int = 1) -> None:
+    metrics = None
+    for _ in range(n):
+      self.state, metrics = self.update(self.state, self.batches)
+    jax.block_until_ready((self.state, metrics))
+
+  def timed(self, n: int) -> float:
+    """Seconds for n calls, blocking at the end."""
+    jax.block_until_ready(self.state)
+    t0 = time.perf_counter()
+    self.call(n)
+    return time.perf_counter() - t0
+
+
+def calls_for(runner: Runner, seconds: float) -> int:
+  """How many calls fill about `seconds`, from one timed call (post-warm-up)."""
+  dt = runner.timed(1)
+  return max(1, int(round(seconds / max(dt, 1e-6))))
+
+
+def median(xs: Sequence[float]) -> float:
+  return float(statistics.median(xs))
+
+
+def check_forbidden_modules() -> bool:
+  """True if no TensorFlow/Reverb/Launchpad module got imported; else says so."""
+  bad = sorted(m for m in sys.modules
+               if m.split('.')[0] in FORBIDDEN_MODULES)
+  if bad:
+    print(f'ERROR: the learner core imported modules it must not need on an '
+          f'accelerator image ({", ".join(FORBIDDEN_MODULES)}): '
+          f'{", ".join(bad[:10])}{" ..." if len(bad) > 10 else ""}. '
+          'The benchmark would fail on a GPU image without them.',
+          file=sys.stderr)
+    return False
+  return True
+
+
+def print_json(payload: dict) -> None:
+  print(json.dumps(payload, sort_keys=False))

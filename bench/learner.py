@@ -1,0 +1,130 @@
+"""Learner throughput: MPO SGD steps per second on synthetic batches.
+
+    python bench/learner.py [--seconds 12] [--steps_per_call 10] [--repeats 5]
+
+Batch 256, 3x256 policy and critic MLPs, 20 action samples, default duals, for
+the observation/action shapes of cartpole_swingup (5, 1) and walker_walk
+(24, 6). Each jitted call runs --steps_per_call SGD steps (lax.scan); after a
+compile/warm-up, --seconds per task are split into --repeats timed blocks and
+the median block rate is reported.
+
+Imports only jax, optax, numpy and agents.mpo (no TensorFlow, Reverb or
+Launchpad), so it runs unchanged on a bare accelerator image; it checks that
+at the end. The last line printed is one JSON object:
+  {"learner_steps_per_s.cartpole_swingup": ..., "learner_steps_per_s.walker_walk": ..., "device": ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import _timing  # puts the repo root on sys.path  # pylint: disable=g-bad-import-order
+
+import jax
+
+from agents.mpo import config as config_lib
+from agents.mpo import learner
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  p.add_argument('--tasks', default='cartpole_swingup,walker_walk',
+                 help='comma-separated, from: ' + ', '.join(_timing.TASK_SHAPES))
+  p.add_argument('--seconds', type=float, default=12.0,
+                 help='timed seconds per task (after warm-up)')
+  p.add_argument('--steps_per_call', type=int, default=10,
+                 help='SGD steps per jitted call (K)')
+  p.add_argument('--repeats', type=int, default=5,
+                 help='timed blocks per task; the median is reported')
+  p.add_argument('--batch_size', type=int, default=256)
+  p.add_argument('--num_samples', type=int, default=20)
+  p.add_argument('--layers', default='256,256,256',
+                 help='hidden sizes of both policy and critic')
+  p.add_argument('--seed', type=int, default=0)
+  return p.parse_args(argv)
+
+
+def bench_task(task: str, args) -> dict:
+  obs_dim, act_dim = _timing.TASK_SHAPES[task]
+  layers = tuple(int(x) for x in args.layers.split(','))
+  cfg = config_lib.replace(config_lib.MPOConfig(), {
+      'policy_layers': layers,
+      'critic_layers': layers,
+      'batch_size': args.batch_size,
+      'num_samples': args.num_samples,
+      'sgd_steps_per_call': args.steps_per_call,
+  })
+  k = args.steps_per_call
+  state = learner.init(cfg, learner.Dims(observation=obs_dim, action=act_dim),
+                       args.seed)
+  batches = _timing.random_batches(learner.Batch, k, cfg.batch_size, obs_dim,
+                                   act_dim, seed=args.seed)
+  runner = _timing.Runner(learner.make_update(cfg), state, batches)
+
+  t0 = time.perf_counter()
+  runner.call(1)                       # compile + first run
+  compile_s = time.perf_counter() - t0
+  runner.call(2)                       # warm-up
+  per_block = args.seconds / args.repeats
+  n = _timing.calls_for(runner, per_block)
+  rates = []
+  for _ in range(args.repeats):
+    dt = runner.timed(n)
+    rates.append(n * k / dt)
+  skipped = int(jax.device_get(runner.state.skipped))
+  return dict(task=task, obs=obs_dim, act=act_dim, compile_s=compile_s,
+              calls_per_block=n, rates=rates, median=_timing.median(rates),
+              skipped=skipped,
+              steps=int(jax.device_get(runner.state.steps)))
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
+  for t in tasks:
+    if t not in _timing.TASK_SHAPES:
+      print(f'unknown task {t!r}; known: {list(_timing.TASK_SHAPES)}',
+            file=sys.stderr)
+      return 2
+  print('MPO learner throughput (SGD steps/s)')
+  for line in _timing.environment_lines():
+    print('  ' + line)
+  print(f'  setup:       batch={args.batch_size} layers={args.layers} '
+        f'(policy and critic) samples={args.num_samples} default duals, '
+        f'K={args.steps_per_call} steps/call, {args.seconds:g}s x '
+        f'{args.repeats} blocks per task')
+  print()
+  results = [bench_task(t, args) for t in tasks]
+
+  header = (f'{"task":<18} {"O":>3} {"D":>3} {"compile s":>9} '
+            f'{"calls/blk":>9} {"min":>9} {"median":>9} {"max":>9} '
+            f'{"ms/step":>8}')
+  print(header)
+  print('-' * len(header))
+  for r in results:
+    print(f'{r["task"]:<18} {r["obs"]:>3} {r["act"]:>3} '
+          f'{r["compile_s"]:>9.1f} {r["calls_per_block"]:>9d} '
+          f'{min(r["rates"]):>9.1f} {r["median"]:>9.1f} {max(r["rates"]):>9.1f} '
+          f'{1e3 / r["median"]:>8.2f}')
+    if r['skipped']:
+      print(f'  note: {r["skipped"]} of {r["steps"]} steps were skipped as '
+            'non-finite (timing still counts them)')
+  print()
+
+  ok = _timing.check_forbidden_modules()
+  payload = {f'learner_steps_per_s.{r["task"]}': round(r['median'], 2)
+             for r in results}
+  payload.update(_timing.environment_json())
+  payload.update(steps_per_call=args.steps_per_call,
+                 batch_size=args.batch_size, num_samples=args.num_samples,
+                 layers=args.layers)
+  if not ok:
+    payload['error'] = 'forbidden modules imported (tensorflow/reverb/launchpad)'
+  _timing.print_json(payload)
+  return 0 if ok else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,80 @@
+"""Config validation: every bad value names its field and the accepted range."""
+
+import pytest
+
+from agents.mpo import config
+
+BAD = [
+    ('epsilon', 0.0, 'MPOConfig.epsilon'),
+    ('epsilon', -0.1, 'MPOConfig.epsilon'),
+    ('epsilon', 5.0, 'log\\(num_samples\\)'),
+    ('epsilon_mean', 0, 'MPOConfig.epsilon_mean'),
+    ('epsilon_stddev', float('nan'), 'MPOConfig.epsilon_stddev'),
+    ('epsilon_penalty', -1.0, 'MPOConfig.epsilon_penalty'),
+    ('num_samples', 1, 'MPOConfig.num_samples'),
+    ('batch_size', 0, 'MPOConfig.batch_size'),
+    ('batch_size', 2.5, 'MPOConfig.batch_size'),
+    ('discount', 1.5, 'MPOConfig.discount'),
+    ('n_step', 0, 'MPOConfig.n_step'),
+    ('policy_layers', (), 'MPOConfig.policy_layers'),
+    ('critic_layers', (256, 0), 'MPOConfig.critic_layers'),
+    ('target_update', 'sometimes', 'MPOConfig.target_update'),
+    ('target_update_period', 0, 'MPOConfig.target_update_period'),
+    ('target_polyak_tau', 0.0, 'MPOConfig.target_polyak_tau'),
+    ('sgd_steps_per_call', 0, 'MPOConfig.sgd_steps_per_call'),
+    ('max_grad_norm', 0.0, 'MPOConfig.max_grad_norm'),
+    ('policy_optimizer.name', 'lbfgs', 'MPOConfig.policy_optimizer.name'),
+    ('policy_optimizer.learning_rate', 0.0,
+     'MPOConfig.policy_optimizer.learning_rate'),
+    ('critic_optimizer.learning_rate', -1e-4,
+     'MPOConfig.critic_optimizer.learning_rate'),
+    ('critic_optimizer.schedule', 'exp', 'MPOConfig.critic_optimizer.schedule'),
+    ('duals.num_steps', 0, 'DualConfig.num_steps'),
+    ('duals.num_steps', 1.5, 'DualConfig.num_steps'),
+    ('duals.temperature_optimizer.name', 'lion',
+     'DualConfig.temperature_optimizer.name'),
+    ('duals.alpha_optimizer.name', 'nadam', 'DualConfig.alpha_optimizer.name'),
+    ('duals.alpha_optimizer.learning_rate', 0.0,
+     'DualConfig.alpha_optimizer.learning_rate'),
+    ('duals.temperature_for_weights', 'during',
+     'DualConfig.temperature_for_weights'),
+    ('duals.solver', 'newton', 'DualConfig.solver'),
+    ('duals.exact_tolerance', 0.0, 'DualConfig.exact_tolerance'),
+    ('duals.exact_max_iterations', 0, 'DualConfig.exact_max_iterations'),
+    ('duals.init_temperature', -1.0, 'DualConfig.init_temperature'),
+    ('duals.floor', 0.0, 'DualConfig.floor'),
+]
+
+
+@pytest.mark.parametrize('path, value, message', BAD)
+def test_bad_values_are_rejected_naming_the_field(path, value, message):
+  with pytest.raises(config.ConfigError, match=message):
+    config.replace(config.MPOConfig(), {path: value})
+
+
+def test_error_says_what_was_expected():
+  with pytest.raises(config.ConfigError) as e:
+    config.replace(config.MPOConfig(), {'duals.solver': 'newton'})
+  assert "'gradient'" in str(e.value) and "'exact'" in str(e.value)
+  with pytest.raises(config.ConfigError) as e:
+    config.replace(config.MPOConfig(), {'duals.temperature_optimizer.name': 'x'})
+  assert 'adam' in str(e.value) and 'rmsprop' in str(e.value)
+
+
+def test_unknown_override_path_is_rejected():
+  with pytest.raises(config.ConfigError, match="unknown field 'num_step'"):
+    config.replace(config.MPOConfig(), {'duals.num_step': 3})
+
+
+def test_defaults_are_in_acme_range_and_overrides_apply():
+  c = config.MPOConfig()
+  assert (c.epsilon, c.epsilon_mean, c.epsilon_stddev, c.epsilon_penalty) == (
+      0.1, 0.0025, 1e-6, 0.001)
+  assert (c.num_samples, c.batch_size, c.discount, c.n_step) == (20, 256, 0.99,
+                                                                 5)
+  assert c.policy_optimizer.learning_rate == 1e-4
+  assert c.duals.temperature_optimizer.learning_rate == 1e-2
+  c2 = config.replace(c, {'duals.num_steps': 10,
+                          'duals.alpha_optimizer.name': 'sgd'})
+  assert c2.duals.num_steps == 10 and c2.duals.alpha_optimizer.name == 'sgd'
+  assert c.duals.num_steps == 1  # frozen original untouched

@@ -1,0 +1,176 @@
+"""The jitted MPO update: weights choice, guard, checkpoints, K steps."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.common import checkpointing
+from agents.mpo import config
+from agents.mpo import learner
+from agents.mpo import losses
+
+DIMS = learner.Dims(observation=5, action=2)
+SMALL = dict(policy_layers=(32, 32), critic_layers=(32, 32), batch_size=16,
+             num_samples=8, target_update_period=3)
+
+
+def _cfg(**overrides):
+  flat = dict(SMALL)
+  flat.update(overrides)
+  return config.replace(config.MPOConfig(), flat)
+
+
+def _batch(k=None, seed=0, b=16):
+  rng = np.random.default_rng(seed)
+  lead = (b,) if k is None else (k, b)
+  f = lambda *s: jnp.asarray(rng.normal(size=lead + s), jnp.float32)
+  return learner.Batch(f(DIMS.observation),
+                       jnp.clip(f(DIMS.action), -1, 1), f()[...],
+                       jnp.full(lead, 0.9, jnp.float32), f(DIMS.observation))
+
+
+def _copy(tree):
+  return jax.tree_util.tree_map(lambda x: jnp.array(x, copy=True), tree)
+
+
+def _assert_trees_equal(a, b):
+  la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+  assert len(la) == len(lb)
+  for x, y in zip(la, lb):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize('mode', ['before_update', 'after_update'])
+def test_weights_use_the_configured_temperature(mode):
+  cfg = _cfg(**{'duals.temperature_for_weights': mode,
+                'duals.init_temperature': 2.0,
+                'duals.temperature_optimizer.learning_rate': 0.5})
+  state = learner.init(cfg, DIMS, seed=0)
+  batch = _batch()
+  _, k_e, k_b = jax.random.split(state.key, 3)
+  e = learner.estep_inputs(cfg, state, batch, k_e, k_b)
+  _, m = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))(state, batch)
+  before = 2.0
+  after = float(m['temperature'])
+  assert abs(after - before) > 1e-3  # the dual step moved η
+  used = before if mode == 'before_update' else after
+  assert float(m['temperature_used']) == pytest.approx(used, rel=1e-5)
+  kl = jnp.mean(losses.kl_to_uniform(losses.estep_weights(e.q, used)))
+  assert float(m['kl_q_rel']) == pytest.approx(float(kl) / cfg.epsilon,
+                                               rel=1e-4)
+  other = after if mode == 'before_update' else before
+  kl_other = jnp.mean(losses.kl_to_uniform(losses.estep_weights(e.q, other)))
+  assert abs(float(kl_other) - float(kl)) > 0.05 * float(kl)
+
+
+def test_k_steps_per_call_equal_k_single_calls():
+  cfg = _cfg()
+  batches = _batch(k=3)
+  update = learner.make_update(cfg)
+  s_multi, m = update(learner.init(cfg, DIMS, 0), batches)
+  s_single = learner.init(cfg, DIMS, 0)
+  step = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))
+  for i in range(3):
+    s_single, _ = step(s_single, jax.tree_util.tree_map(lambda x: x[i],
+                                                        batches))
+  assert int(s_multi.steps) == 3 and int(m['learner_steps']) == 3
+  for x, y in zip(jax.tree_util.tree_leaves(s_multi),
+                  jax.tree_util.tree_leaves(s_single)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5,
+                               atol=1e-6)
+
+
+def test_non_finite_batch_leaves_params_unchanged_and_is_counted():
+  cfg = _cfg()
+  state = learner.init(cfg, DIMS, 0)
+  before = _copy(state)
+  bad = _batch(k=1)._replace(reward=jnp.full((1, 16), jnp.nan))
+  state, m = learner.make_update(cfg)(state, bad)
+  assert int(m['skipped_in_call']) == 1 and int(state.skipped) == 1
+  assert not bool(m['finite'])
+  _assert_trees_equal((state.policy, state.critic, state.duals,
+                       state.policy_opt, state.critic_opt),
+                      (before.policy, before.critic, before.duals,
+                       before.policy_opt, before.critic_opt))
+  # The following good batch trains normally.
+  state, m = learner.make_update(cfg)(state, _batch(k=1, seed=1))
+  assert bool(m['finite']) and int(state.skipped) == 1
+  assert not np.array_equal(np.asarray(state.critic['head']['w']),
+                            np.asarray(before.critic['head']['w']))
+
+
+def test_checkpoint_round_trip_is_bit_identical_and_resumes_exactly(tmp_path):
+  cfg = _cfg(**{'policy_optimizer.schedule': 'linear',
+                'policy_optimizer.final_fraction': 0.1,
+                'schedule_horizon': 10})
+  update = learner.make_update(cfg)
+  state, _ = update(learner.init(cfg, DIMS, 0), _batch(k=2, seed=0))
+  path = str(tmp_path / 'ckpt.npz')
+  learner.save(path, state, {'note': 'test'})
+  saved = _copy(state)
+  restored = learner.restore(path, learner.init(cfg, DIMS, 123))
+  _assert_trees_equal(restored, saved)
+  uninterrupted, m1 = update(state, _batch(k=2, seed=1))
+  resumed, m2 = update(restored, _batch(k=2, seed=1))
+  _assert_trees_equal(resumed, uninterrupted)
+  assert float(m1['learning_rate_policy']) == float(m2['learning_rate_policy'])
+  assert checkpointing.read_metadata(path)['note'] == 'test'
+
+
+def test_restore_rejects_missing_corrupt_and_mismatched(tmp_path):
+  cfg = _cfg()
+  template = learner.init(cfg, DIMS, 0)
+  with pytest.raises(checkpointing.CheckpointError, match='no such file'):
+    learner.restore(str(tmp_path / 'nope.npz'), template)
+  corrupt = tmp_path / 'corrupt.npz'
+  corrupt.write_bytes(b'not a zip file at all')
+  with pytest.raises(checkpointing.CheckpointError, match='corrupt.npz'):
+    learner.restore(str(corrupt), template)
+  path = str(tmp_path / 'ok.npz')
+  learner.save(path, template)
+  other = learner.init(_cfg(policy_layers=(16, 16)), DIMS, 0)
+  with pytest.raises(checkpointing.CheckpointError, match='shape'):
+    learner.restore(path, other)
+  # Truncated file: an interrupted copy must not load.
+  data = open(path, 'rb').read()
+  trunc = tmp_path / 'trunc.npz'
+  trunc.write_bytes(data[: len(data) // 2])
+  with pytest.raises(checkpointing.CheckpointError, match='trunc.npz'):
+    learner.restore(str(trunc), template)
+
+
+def test_metrics_hold_the_logged_diagnostics():
+  cfg = _cfg(**{'duals.solver': 'exact'})
+  _, m = learner.make_update(cfg)(learner.init(cfg, DIMS, 0), _batch(k=1))
+  for key in ['kl_q_rel', 'kl_mean_rel', 'kl_stddev_rel', 'temperature',
+              'penalty_temperature', 'alpha_mean', 'alpha_stddev',
+              'temperature_dual_residual', 'q_min', 'q_max',
+              'policy_stddev_min', 'policy_stddev_max', 'skipped']:
+    assert key in m and np.isfinite(float(m[key])), key
+  # Exact solve with weights after the update: the E-step KL is ε.
+  cfg2 = _cfg(**{'duals.solver': 'exact',
+                 'duals.temperature_for_weights': 'after_update'})
+  _, m2 = learner.make_update(cfg2)(learner.init(cfg2, DIMS, 0), _batch(k=1))
+  assert float(m2['kl_q_rel']) == pytest.approx(1.0, rel=1e-2)
+
+
+@pytest.mark.parametrize('kind', ['periodic', 'polyak'])
+def test_target_networks_update(kind):
+  cfg = _cfg(target_update=kind, target_update_period=2,
+             target_polyak_tau=0.5)
+  update = learner.make_update(cfg)
+  state = learner.init(cfg, DIMS, 0)
+  t0 = np.asarray(state.target_critic['head']['w']).copy()
+  state, _ = update(state, _batch(k=1))
+  t1 = np.asarray(state.target_critic['head']['w']).copy()
+  if kind == 'periodic':
+    np.testing.assert_array_equal(t1, t0)  # not yet copied at step 1
+    state, _ = update(state, _batch(k=1, seed=2))
+    np.testing.assert_array_equal(np.asarray(state.target_critic['head']['w']),
+                                  np.asarray(state.critic['head']['w']))
+  else:
+    np.testing.assert_allclose(
+        t1, 0.5 * t0 + 0.5 * np.asarray(state.critic['head']['w']), rtol=1e-6)
