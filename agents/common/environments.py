@@ -23,6 +23,7 @@ module (e.g. for config validation in a launcher) stays cheap.
 """
 
 import dataclasses
+import os
 from typing import Any, Mapping, Sequence
 
 import dm_env
@@ -194,6 +195,14 @@ class NormalizedEnvironment(dm_env.Environment):
         maximum=np.ones((self._action_dim,), np.float32),
         name='action')
 
+  def reward_spec(self) -> specs.Array:
+    # float32, matching what _convert emits, so replay signatures agree.
+    return specs.Array(shape=(), dtype=np.float32, name='reward')
+
+  def discount_spec(self) -> specs.BoundedArray:
+    return specs.BoundedArray(shape=(), dtype=np.float32, minimum=0.0,
+                              maximum=1.0, name='discount')
+
   def reset(self) -> dm_env.TimeStep:
     return self._convert(self._environment.reset())
 
@@ -304,6 +313,12 @@ class GymnasiumAdapter(dm_env.Environment):
 # ---------------------------------------------------------------------------
 
 
+def _quiet_rendering() -> None:
+  # Tandem never renders; without this dm_control probes GLFW on import and
+  # warns on headless machines. An explicit MUJOCO_GL still wins.
+  os.environ.setdefault('MUJOCO_GL', 'disable')
+
+
 def _split_name(name: str) -> tuple[str, str]:
   """Splits `"prefix:rest"` at the first colon."""
   if not isinstance(name, str) or ':' not in name:
@@ -317,6 +332,7 @@ def _split_name(name: str) -> tuple[str, str]:
 
 def dm_control_task_names() -> Sequence[str]:
   """All dm_control suite tasks, as `"domain:task"` names."""
+  _quiet_rendering()
   from dm_control import suite  # pylint: disable=g-import-not-at-top
   return [f'{domain}:{task}' for domain, task in suite.ALL_TASKS]
 
@@ -407,6 +423,7 @@ def make_environment(name: str, seed: int | None = None) -> dm_env.Environment:
   if prefix == GYM_PREFIX:
     return NormalizedEnvironment(GymnasiumAdapter(_make_gym_env(rest), seed))
   _check_dm_control_name(prefix, rest)
+  _quiet_rendering()
   from dm_control import suite  # pylint: disable=g-import-not-at-top
   return NormalizedEnvironment(
       suite.load(prefix, rest, task_kwargs={'random': seed}))

@@ -1,0 +1,118 @@
+"""The program's global counts, owned by one Counter and checkpointed.
+
+Counts: env_steps (actors), episodes, learner_steps, discriminator_steps,
+rounds, and elapsed_s, the wall time since the program *first* started
+(carried across restarts). Every rate, schedule, log row and budget in Tandem
+is keyed to these, never to how long the current call or process has run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from typing import Mapping, Optional
+
+COUNT_KEYS = ('env_steps', 'episodes', 'learner_steps', 'discriminator_steps',
+              'rounds')
+
+
+class CounterStateError(ValueError):
+  """The counter file is missing, unreadable, or not a Tandem counter."""
+
+
+class Counter:
+  """Thread-safe global counts with a wall clock that survives restarts."""
+
+  def __init__(self, path: Optional[str] = None, restore: bool = False,
+               clock=time.monotonic):
+    self._path = path
+    self._clock = clock
+    self._lock = threading.Lock()
+    self._counts = {k: 0 for k in COUNT_KEYS}
+    self._elapsed_before = 0.0
+    self._started = clock()
+    self._extra: dict = {}
+    if restore:
+      if path is None or not os.path.exists(path):
+        raise CounterStateError(f'counter state {path}: no such file')
+      self._load(path)
+
+  def _load(self, path):
+    try:
+      with open(path) as f:
+        state = json.load(f)
+      counts = state['counts']
+      self._elapsed_before = float(state['elapsed_s'])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise CounterStateError(f'counter state {path}: unreadable ({e})') from e
+    for k, v in counts.items():
+      self._counts[k] = int(v)
+    self._extra = dict(state.get('extra', {}))
+
+  def increment(self, **deltas: int) -> dict:
+    """Adds to the named counts and returns all counts (with elapsed_s)."""
+    with self._lock:
+      for k, v in deltas.items():
+        if k not in self._counts:
+          raise KeyError(f'unknown count {k!r}; counts are {list(COUNT_KEYS)}')
+        self._counts[k] += int(v)
+      return self._snapshot()
+
+  def get_counts(self) -> dict:
+    with self._lock:
+      return self._snapshot()
+
+  def set_extra(self, **values) -> None:
+    """Stores small JSON-able facts (e.g. last evaluation) with the counts."""
+    with self._lock:
+      self._extra.update(values)
+
+  def get_extra(self) -> dict:
+    with self._lock:
+      return dict(self._extra)
+
+  def _snapshot(self) -> dict:
+    out = dict(self._counts)
+    out['elapsed_s'] = self._elapsed_before + (self._clock() - self._started)
+    return out
+
+  def state(self) -> dict:
+    with self._lock:
+      snap = self._snapshot()
+      return {'counts': {k: snap[k] for k in COUNT_KEYS},
+              'elapsed_s': snap['elapsed_s'], 'extra': dict(self._extra)}
+
+  def save(self, path: Optional[str] = None) -> str:
+    """Atomically writes the counts to `path` (default: the constructor's)."""
+    path = path or self._path
+    if path is None:
+      raise ValueError('Counter.save: no path given')
+    write_json_atomic(path, self.state())
+    return path
+
+
+def write_json_atomic(path: str, obj) -> None:
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.json')
+  try:
+    with os.fdopen(fd, 'w') as f:
+      json.dump(obj, f, indent=1, sort_keys=True)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
+
+
+def rates(previous: Mapping[str, float], current: Mapping[str, float],
+          keys=('env_steps', 'learner_steps')) -> dict:
+  """Per-second rates of `keys` between two snapshots (by elapsed_s)."""
+  dt = current['elapsed_s'] - previous['elapsed_s']
+  return {f'{k}_per_s': (current[k] - previous[k]) / dt if dt > 0 else 0.0
+          for k in keys}

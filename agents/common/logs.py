@@ -1,0 +1,94 @@
+"""Log rows keyed to global counts: CSV files and TensorBoard events.
+
+Every row carries env_steps and learner_steps (the global counts), so curves
+from different nodes, rounds and restarts line up on one axis. Files are
+appended to on resume, never truncated.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from typing import Mapping, Optional
+
+REQUIRED = ('env_steps', 'learner_steps')
+
+
+class Logger:
+  """Writes rows to <dir>/<label>.csv and (optionally) TensorBoard."""
+
+  def __init__(self, directory: str, label: str, tensorboard: bool = True):
+    self._dir = directory
+    self._label = label
+    os.makedirs(directory, exist_ok=True)
+    self._path = os.path.join(directory, f'{label}.csv')
+    self._fields: Optional[list] = None
+    if os.path.exists(self._path) and os.path.getsize(self._path) > 0:
+      with open(self._path, newline='') as f:
+        header = next(csv.reader(f), None)
+      self._fields = header
+    self._tb = None
+    self._tb_enabled = tensorboard
+
+  @property
+  def path(self) -> str:
+    return self._path
+
+  def write(self, row: Mapping[str, float]) -> None:
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+      raise ValueError(f'log row for {self._label} lacks global counts '
+                       f'{missing}: every row must carry {list(REQUIRED)}')
+    row = {k: _scalar(v) for k, v in row.items()}
+    row.setdefault('wall_time', time.time())
+    if self._fields is None:
+      self._fields = list(REQUIRED) + sorted(k for k in row
+                                             if k not in REQUIRED)
+      with open(self._path, 'w', newline='') as f:
+        csv.writer(f).writerow(self._fields)
+    with open(self._path, 'a', newline='') as f:
+      csv.DictWriter(f, fieldnames=self._fields,
+                     extrasaction='ignore').writerow(row)
+    if self._tb_enabled:
+      self._write_tensorboard(row)
+
+  def _write_tensorboard(self, row):
+    try:
+      import tensorflow as tf
+    except ImportError:
+      self._tb_enabled = False
+      return
+    if self._tb is None:
+      self._tb = tf.summary.create_file_writer(
+          os.path.join(self._dir, 'tb', self._label))
+    step = int(row['env_steps'])
+    with self._tb.as_default():
+      for k, v in row.items():
+        if k not in ('env_steps', 'wall_time') and isinstance(v, (int, float)):
+          tf.summary.scalar(f'{self._label}/{k}', v, step=step)
+    self._tb.flush()
+
+
+def _scalar(v):
+  try:
+    import numpy as np
+    if isinstance(v, np.ndarray) or hasattr(v, 'item'):
+      v = np.asarray(v).item()
+  except ImportError:
+    pass
+  if isinstance(v, bool):
+    return int(v)
+  return v
+
+
+def read_csv(path: str) -> list[dict]:
+  with open(path, newline='') as f:
+    return [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def _parse(v):
+  try:
+    return float(v)
+  except (TypeError, ValueError):
+    return v

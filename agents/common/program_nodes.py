@@ -1,0 +1,92 @@
+"""Program-level nodes shared by Tandem's programs: the counter and the limiter.
+
+CounterNode owns the global counts, checkpoints them to counter.json, and
+publishes progress.json (what the launcher's status line reads). The
+StepsLimiter stops the program cleanly at the global env-step budget: final
+evaluation, learner and counter checkpoints, final.json, then lp.stop().
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+
+from agents.common import counting
+from agents.common.rundir import RunDir, capture_errors
+
+
+def _stop_requested(timeout: float = 0.0) -> bool:
+  import launchpad as lp
+  return bool(lp.wait_for_stop(timeout))
+
+
+class CounterNode(counting.Counter):
+  """The global Counter, served over Courier, with periodic checkpoints."""
+
+  def __init__(self, run_dir: str, budget: int, resume: bool = False,
+               checkpoint_period_s: float = 30.0):
+    self._rd = RunDir(run_dir)
+    super().__init__(self._rd.counter, restore=resume)
+    self._budget = budget
+    self._period = checkpoint_period_s
+    self._window = collections.deque(maxlen=30)
+
+  def run(self):
+    with capture_errors(self._rd, 'counter'):
+      last_save = time.monotonic()
+      while not _stop_requested(1.0):
+        self._publish_progress()
+        if time.monotonic() - last_save > self._period:
+          self.save()
+          last_save = time.monotonic()
+      self.save()  # stop handler: the counts survive the stop
+      self._publish_progress()
+
+  def _publish_progress(self):
+    snap = self.get_counts()
+    self._window.append(snap)
+    first = self._window[0]
+    r = counting.rates(first, snap)
+    extra = self.get_extra()
+    left = max(0, self._budget - snap['env_steps'])
+    eta = left / r['env_steps_per_s'] if r['env_steps_per_s'] > 0 else None
+    counting.write_json_atomic(self._rd.progress, {
+        'counts': snap, 'budget': self._budget, **r, 'eta_s': eta,
+        'last_eval_return': extra.get('last_eval_return'),
+        'learner_device': extra.get('learner_device'),
+        'time': time.time()})
+
+
+class StepsLimiter:
+  """Polls the counter; at the budget, finishes the run cleanly and stops."""
+
+  def __init__(self, counter, learner, evaluator, budget: int, run_dir: str,
+               final_eval_episodes: int):
+    self._counter = counter
+    self._learner = learner
+    self._evaluator = evaluator
+    self._budget = budget
+    self._rd = RunDir(run_dir)
+    self._episodes = final_eval_episodes
+
+  def run(self):
+    import launchpad as lp
+    with capture_errors(self._rd, 'limiter'):
+      while not _stop_requested(1.0):
+        if self._counter.get_counts()['env_steps'] >= self._budget:
+          break
+      else:
+        return  # someone else stopped the program
+      logging.info('limiter: budget of %d env steps reached', self._budget)
+      final = self._evaluator.evaluate_now(self._episodes, 'final')
+      checkpoint = self._learner.save_checkpoint()
+      self._counter.set_extra(finished=True)
+      self._counter.save()
+      counting.write_json_atomic(self._rd.final, {
+          'final_eval_return': final['eval_return'],
+          'final_eval_returns_min_max': [final['eval_return_min'],
+                                         final['eval_return_max']],
+          'counts': self._counter.get_counts(),
+          'budget': self._budget, 'learner_checkpoint': checkpoint})
+    lp.stop()

@@ -1,0 +1,123 @@
+"""The run directory: where a program's config, logs, checkpoints and errors live.
+
+runs/<name>/
+  config.json               the resolved config (what --resume reads)
+  counter.json              global counts, checkpointed by the counter node
+  progress.json             the live status line's source
+  final.json                written once the budget is reached
+  checkpoints/learner/      ckpt-<learner steps>.npz, newest few kept
+  logs/<node>.csv, logs/tb/ every row keyed by global env and learner steps
+  errors/<node>.txt         the traceback of a node that crashed
+  nodes/                    each node's stdout/stderr (Launchpad output)
+  .lock                     held by the launcher while the program runs
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import os
+import traceback
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+  root: str
+
+  @property
+  def config(self): return os.path.join(self.root, 'config.json')
+  @property
+  def counter(self): return os.path.join(self.root, 'counter.json')
+  @property
+  def progress(self): return os.path.join(self.root, 'progress.json')
+  @property
+  def final(self): return os.path.join(self.root, 'final.json')
+  @property
+  def learner_checkpoints(self):
+    return os.path.join(self.root, 'checkpoints', 'learner')
+  @property
+  def logs(self): return os.path.join(self.root, 'logs')
+  @property
+  def errors(self): return os.path.join(self.root, 'errors')
+  @property
+  def nodes(self): return os.path.join(self.root, 'nodes')
+  @property
+  def lock(self): return os.path.join(self.root, '.lock')
+
+  def make(self) -> 'RunDir':
+    for d in (self.root, self.learner_checkpoints, self.logs, self.errors,
+              self.nodes):
+      os.makedirs(d, exist_ok=True)
+    return self
+
+
+class RunDirLocked(RuntimeError):
+  """Another program is writing into this run directory."""
+
+
+class Lock:
+  """An exclusive flock on runs/<name>/.lock, released when the process ends.
+
+  The OS drops the lock with the process, so a crashed launcher never leaves
+  a stale lock behind.
+  """
+
+  def __init__(self, run_dir: RunDir):
+    self._path = run_dir.lock
+    self._fd = None
+
+  def acquire(self) -> None:
+    os.makedirs(os.path.dirname(self._path), exist_ok=True)
+    fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      os.close(fd)
+      if e.errno in (errno.EAGAIN, errno.EACCES):
+        holder = ''
+        try:
+          holder = open(self._path).read().strip()
+        except OSError:
+          pass
+        raise RunDirLocked(
+            f'run directory {os.path.dirname(self._path)} is in use by another '
+            f'program ({holder or "unknown pid"}); stop it first or choose '
+            'another --name') from None
+      raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f'pid {os.getpid()}\n'.encode())
+    self._fd = fd
+
+  def release(self) -> None:
+    if self._fd is not None:
+      fcntl.flock(self._fd, fcntl.LOCK_UN)
+      os.close(self._fd)
+      self._fd = None
+
+
+@contextlib.contextmanager
+def capture_errors(run_dir: RunDir, node: str):
+  """Writes a crashing node's traceback to errors/<node>.txt, then re-raises,
+  so the launcher can name the node and its error."""
+  try:
+    yield
+  except BaseException as e:
+    if not isinstance(e, (KeyboardInterrupt, SystemExit)):
+      os.makedirs(run_dir.errors, exist_ok=True)
+      with open(os.path.join(run_dir.errors, f'{node}.txt'), 'w') as f:
+        f.write(f'{type(e).__name__}: {e}\n\n')
+        f.write(traceback.format_exc())
+    raise
+
+
+def read_errors(run_dir: RunDir) -> dict[str, str]:
+  if not os.path.isdir(run_dir.errors):
+    return {}
+  out = {}
+  for name in sorted(os.listdir(run_dir.errors)):
+    if name.endswith('.txt'):
+      with open(os.path.join(run_dir.errors, name)) as f:
+        out[name[:-4]] = f.read()
+  return out

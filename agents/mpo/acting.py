@@ -1,0 +1,168 @@
+"""Actor and evaluator nodes: environment loops on the CPU.
+
+Actors add n-step transitions to replay and report env steps to the global
+counter every `counter_sync_period` steps; they stop acting once the global
+env-step budget is reached (so the program overshoots by at most
+num_actors × counter_sync_period steps) and wait for the program to stop.
+The evaluator runs the mean action and logs its return against global env
+steps; `evaluate_now` serves the final evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import jax
+import numpy as np
+
+from agents.common import environments
+from agents.common import logs
+from agents.common import replay
+from agents.common.rundir import RunDir, capture_errors
+from agents.mpo import actor as actor_lib
+
+
+def _stop_requested(timeout: float = 0.0) -> bool:
+  import launchpad as lp
+  return bool(lp.wait_for_stop(timeout))
+
+
+class InjectedCrash(RuntimeError):
+  """Raised by the fault-injection test hook."""
+
+
+class ActorNode:
+
+  def __init__(self, train_config, actor_id: int, replay_client, counter,
+               learner, run_dir: str):
+    self._tc = train_config
+    self._id = actor_id
+    self._replay_address = replay_client.server_address
+    self._counter = counter
+    self._learner = learner
+    self._run_dir = RunDir(run_dir)
+
+  def run(self):
+    with capture_errors(self._run_dir, f'actor_{self._id}'):
+      self._run()
+
+  def _run(self):
+    tc, cfg = self._tc, self._tc.mpo
+    env = environments.make_environment(tc.env, seed=tc.seed * 1000 +
+                                        self._id + 1)
+    adder = replay.make_adder(self._replay_address, n_step=cfg.n_step,
+                              discount=cfg.discount)
+    actor = actor_lib.Actor(
+        cfg, self._learner.get_variables(), seed=tc.seed * 1000 + self._id,
+        variable_source=self._learner.get_variables,
+        update_period=tc.actor_update_period, adder=adder)
+    logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
+                         tensorboard=False)
+    crash_after = tc.fault_injection_actor_crash_after if self._id == 0 else 0
+    unsynced, total, counts = 0, 0, self._counter.get_counts()
+    while counts['env_steps'] < tc.env_step_budget and not _stop_requested():
+      timestep = env.reset()
+      actor.observe_first(timestep)
+      episode_return, episode_steps = 0.0, 0
+      while not timestep.last():
+        action = actor.select_action(timestep.observation)
+        timestep = env.step(action)
+        actor.observe(action, timestep)
+        actor.update()
+        episode_return += float(timestep.reward)
+        episode_steps += 1
+        unsynced += 1
+        total += 1
+        if crash_after and total >= crash_after:
+          raise InjectedCrash(f'actor_{self._id}: injected crash after '
+                              f'{total} env steps (fault_injection_actor_'
+                              'crash_after)')
+        if unsynced >= tc.counter_sync_period:
+          counts = self._counter.increment(env_steps=unsynced)
+          unsynced = 0
+          if counts['env_steps'] >= tc.env_step_budget or _stop_requested():
+            break
+      counts = self._counter.increment(env_steps=unsynced,
+                                       episodes=int(timestep.last()))
+      unsynced = 0
+      if timestep.last():
+        logger.write({'env_steps': counts['env_steps'],
+                      'learner_steps': counts['learner_steps'],
+                      'episode_return': episode_return,
+                      'episode_steps': episode_steps,
+                      'elapsed_s': counts['elapsed_s']})
+    logging.info('actor_%d: budget reached or stop requested; idle', self._id)
+    while not _stop_requested(1.0):
+      pass
+
+
+def run_episodes(env, policy_params, mean_fn, episodes: int) -> list[float]:
+  """Returns of `episodes` episodes of the deterministic (mean) policy."""
+  device = actor_lib.cpu_device()
+  params = jax.device_put(policy_params, device)
+  returns = []
+  for _ in range(episodes):
+    timestep = env.reset()
+    total = 0.0
+    while not timestep.last():
+      obs = jax.device_put(np.asarray(timestep.observation), device)
+      timestep = env.step(np.asarray(mean_fn(params, obs)))
+      total += float(timestep.reward)
+    returns.append(total)
+  return returns
+
+
+class EvaluatorNode:
+
+  def __init__(self, train_config, counter, learner, run_dir: str):
+    self._tc = train_config
+    self._counter = counter
+    self._learner = learner
+    self._run_dir = RunDir(run_dir)
+    self._lock = threading.Lock()
+    self._env = None
+    self._logger = None
+    _, self._mean = actor_lib.make_policy_fns(train_config.mpo)
+
+  def _setup(self):
+    if self._env is None:
+      self._env = environments.make_environment(
+          self._tc.env, seed=self._tc.seed * 1000 + 999)
+      self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
+                                 tensorboard=self._tc.tensorboard)
+
+  def evaluate_now(self, episodes: int = 0, label: str = 'periodic') -> dict:
+    """Evaluates the learner's latest policy; logs and returns the result."""
+    with self._lock:
+      self._setup()
+      counts = self._counter.get_counts()
+      params = self._learner.get_variables()
+      returns = run_episodes(self._env, params, self._mean,
+                             episodes or self._tc.eval_episodes)
+      row = {'env_steps': counts['env_steps'],
+             'learner_steps': counts['learner_steps'],
+             'elapsed_s': counts['elapsed_s'],
+             'eval_return': float(np.mean(returns)),
+             'eval_return_min': float(np.min(returns)),
+             'eval_return_max': float(np.max(returns)),
+             'final': int(label == 'final')}
+      self._logger.write(row)
+      self._counter.set_extra(last_eval_return=row['eval_return'],
+                              last_eval_env_steps=counts['env_steps'])
+      return row
+
+  def run(self):
+    with capture_errors(self._run_dir, 'evaluator'):
+      period = self._tc.eval_period_env_steps
+      counts = self._counter.get_counts()
+      next_eval = (counts['env_steps'] // period + 1) * period \
+          if counts['env_steps'] else 0
+      while not _stop_requested(1.0):
+        counts = self._counter.get_counts()
+        if counts['env_steps'] >= self._tc.env_step_budget:
+          continue  # the steps limiter runs the final evaluation
+        if counts['env_steps'] >= next_eval:
+          self.evaluate_now()
+          next_eval = (counts['env_steps'] // period + 1) * period

@@ -1,0 +1,119 @@
+"""The learner as a program node: replay in, updates, variables and checkpoints out.
+
+Serves `get_variables` (the policy, as numpy) to actors and the evaluator,
+reports learner steps to the global counter, logs every
+`learner_log_every` learner steps with the global counts, and checkpoints
+periodically and when the program stops (the stop handler path: it checks
+the stop event between updates, so a checkpoint is never taken mid-update).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Optional
+
+import jax
+import numpy as np
+
+from agents.common import checkpointing
+from agents.common import logs
+from agents.common import replay
+from agents.common.rundir import RunDir, capture_errors
+from agents.mpo import learner as learner_lib
+
+
+def _stop_requested(timeout: float = 0.0) -> bool:
+  import launchpad as lp
+  return bool(lp.wait_for_stop(timeout))
+
+
+class LearnerNode:
+  """Built inside its own process (or thread, under local_mt)."""
+
+  def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
+               counter, run_dir: str, resume: bool = False):
+    self._tc = train_config
+    self._cfg = train_config.mpo
+    self._run_dir = RunDir(run_dir)
+    self._replay_address = replay_client.server_address
+    self._counter = counter
+    self._lock = threading.Lock()
+    self._update = learner_lib.make_update(self._cfg)
+    state = learner_lib.init(self._cfg, dims, seed=train_config.seed)
+    latest = checkpointing.latest(self._run_dir.learner_checkpoints)
+    if resume and latest is not None:
+      state = learner_lib.restore(latest, state)
+      logging.info('learner: restored %s (learner step %d)', latest,
+                   int(state.steps))
+    self._state = state
+    self._counts: dict = {}
+    self._published = jax.device_get(state.policy)
+    self._device = str(jax.devices()[0])
+    self._logger = logs.Logger(self._run_dir.logs, 'learner',
+                               tensorboard=train_config.tensorboard)
+
+  # Courier methods -------------------------------------------------------
+
+  def get_variables(self):
+    """The latest policy params (numpy pytree)."""
+    return self._published
+
+  def get_steps(self) -> int:
+    with self._lock:
+      return int(self._state.steps)
+
+  def device(self) -> str:
+    return self._device
+
+  def save_checkpoint(self) -> str:
+    with self._lock:
+      return self._save_locked()
+
+  # ------------------------------------------------------------------------
+
+  def _save_locked(self) -> str:
+    # The counts last seen, not a fresh call: at stop time the counter's
+    # server may already be gone, and a call would block.
+    return checkpointing.save_numbered(
+        self._run_dir.learner_checkpoints, int(self._state.steps),
+        self._state, metadata={'counts': self._counts, 'env': self._tc.env},
+        keep=self._tc.checkpoints_to_keep)
+
+  def run(self):
+    with capture_errors(self._run_dir, 'learner'):
+      self._run()
+
+  def _run(self):
+    logging.info('learner: JAX device %s', self._device)
+    self._counter.set_extra(learner_device=self._device)
+    stream = replay.BatchStream(
+        self._replay_address, batch_size=self._cfg.batch_size,
+        steps_per_call=self._cfg.sgd_steps_per_call,
+        discount=self._cfg.discount)
+    last_ckpt = time.monotonic()
+    every = self._tc.learner_log_every
+    k = self._cfg.sgd_steps_per_call
+    while not _stop_requested():
+      batch = stream.get(timeout=1.0)
+      if batch is None:
+        continue
+      with self._lock:
+        before = int(self._state.steps)
+        self._state, metrics = self._update(self._state, batch)
+        self._published = jax.device_get(self._state.policy)
+        steps = int(metrics['learner_steps'])
+      counts = self._counter.increment(learner_steps=k)
+      self._counts = counts
+      if steps // every != before // every:
+        row = {k_: float(np.asarray(v)) for k_, v in metrics.items()}
+        row.update(env_steps=counts['env_steps'], learner_steps=steps,
+                   elapsed_s=counts['elapsed_s'])
+        self._logger.write(row)
+      if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
+        self.save_checkpoint()
+        last_ckpt = time.monotonic()
+    # Stop requested: the stop handler's work, done between updates.
+    path = self.save_checkpoint()
+    logging.info('learner: stopped, checkpoint %s', path)

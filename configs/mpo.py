@@ -1,0 +1,44 @@
+"""Named MPO experiments: `tandem train --config configs/mpo.py:<name>`.
+
+Each function returns a validated TrainConfig; any field can still be
+overridden on the command line (`tandem train --help` lists them).
+"""
+
+from agents.mpo.config import MPOConfig
+from launch.config import TrainConfig
+
+CONFIGS = ('cartpole', 'make_run', 'walker', 'tiny')
+
+
+def cartpole() -> TrainConfig:
+  """dm_control cartpole:swingup, 100k env steps, Acme-range defaults."""
+  return TrainConfig(name='cartpole_swingup', env='cartpole:swingup',
+                     env_step_budget=100_000, samples_per_insert=32.0,
+                     replay_error_buffer=1_000.0,
+                     mpo=MPOConfig(sgd_steps_per_call=8))
+
+
+def make_run() -> TrainConfig:
+  """`make run`: cartpole:swingup with 2 actors, sized for ~10 min on 2 cores."""
+  return TrainConfig(name='make_run', env='cartpole:swingup', num_actors=2,
+                     env_step_budget=100_000, samples_per_insert=32.0,
+                     mpo=MPOConfig(sgd_steps_per_call=8))
+
+
+def walker() -> TrainConfig:
+  return TrainConfig(name='walker_walk', env='walker:walk',
+                     env_step_budget=1_000_000, samples_per_insert=32.0,
+                     num_actors=4, mpo=MPOConfig(sgd_steps_per_call=8))
+
+
+def tiny() -> TrainConfig:
+  """Seconds-long runs for tests: small networks, small budget."""
+  return TrainConfig(
+      name='tiny', env='cartpole:swingup', num_actors=1,
+      env_step_budget=3_000, replay_min_size=64, samples_per_insert=8.0,
+      replay_error_buffer=100.0, eval_period_env_steps=2_000,
+      eval_episodes=1, final_eval_episodes=1, checkpoint_period_s=5.0,
+      actor_update_period=50, counter_sync_period=50, learner_log_every=1,
+      tensorboard=False,
+      mpo=MPOConfig(policy_layers=(32, 32), critic_layers=(32, 32),
+                    batch_size=32, num_samples=8, sgd_steps_per_call=2))

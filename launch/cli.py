@@ -1,0 +1,302 @@
+"""The `tandem` command line.
+
+  tandem train --config configs/mpo.py:cartpole [--launch local_mp|local_mt]
+               [--num_actors N] [--name NAME] [--mpo.duals.num_steps=10 ...]
+  tandem train --resume runs/<name> [--env_step_budget=...]
+  tandem plot runs/<name> [--out PNG]
+
+Everything that can be checked is checked before any process starts: the
+config (every field), the environment name, the run directory (not in use,
+not silently reused) and, on resume, the checkpoint and counter files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from typing import Optional, Sequence
+
+from agents.mpo.config import ConfigError
+from launch import config as config_lib
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(ValueError):
+  """Bad input found before launch."""
+
+
+def load_named_config(spec: str) -> config_lib.TrainConfig:
+  """'configs/mpo.py:cartpole' -> the TrainConfig that function returns."""
+  path, sep, name = spec.partition(':')
+  if not sep or not name:
+    raise UsageError(f"--config {spec!r}: expected '<file.py>:<name>', e.g. "
+                     "configs/mpo.py:cartpole")
+  if not os.path.isfile(path):
+    raise UsageError(f'--config {spec!r}: no such file {path}')
+  module_spec = importlib.util.spec_from_file_location('tandem_user_config',
+                                                       path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  names = sorted(n for n in getattr(module, 'CONFIGS', ()) or
+                 [n for n in dir(module) if not n.startswith('_') and
+                  callable(getattr(module, n))])
+  fn = getattr(module, name, None)
+  if fn is None or not callable(fn):
+    raise UsageError(f'--config {spec!r}: {path} has no config {name!r}; '
+                     f'available: {names}')
+  cfg = fn()
+  if not isinstance(cfg, config_lib.TrainConfig):
+    raise UsageError(f'--config {spec!r}: {name}() returned '
+                     f'{type(cfg).__name__}, expected a TrainConfig')
+  return cfg
+
+
+def _split_overrides(extra: Sequence[str]) -> dict:
+  out, i = {}, 0
+  while i < len(extra):
+    arg = extra[i]
+    if not arg.startswith('--'):
+      raise UsageError(f'unexpected argument {arg!r}; overrides look like '
+                       '--mpo.duals.num_steps=10')
+    key, eq, value = arg[2:].partition('=')
+    if not eq:
+      if i + 1 >= len(extra):
+        raise UsageError(f'override --{key} needs a value')
+      value = extra[i + 1]
+      i += 1
+    out[key] = value
+    i += 1
+  return out
+
+
+def resolve_train_config(args, extra: Sequence[str]):
+  """Returns (TrainConfig, run_dir path, resume flag); raises on bad input."""
+  from agents.common import environments
+  overrides = _split_overrides(extra)
+  if args.num_actors is not None:
+    overrides['num_actors'] = str(args.num_actors)
+  if args.name is not None:
+    overrides['name'] = args.name
+  if args.resume:
+    cfg_path = os.path.join(args.resume, 'config.json')
+    if not os.path.isfile(cfg_path):
+      raise UsageError(f'--resume {args.resume}: no config.json there; is it '
+                       'a Tandem run directory?')
+    try:
+      with open(cfg_path) as f:
+        cfg = config_lib.from_dict(json.load(f))
+    except (ValueError, ConfigError) as e:
+      raise UsageError(f'--resume {args.resume}: config.json is unreadable or '
+                       f'invalid ({e})') from e
+    if 'name' in overrides:
+      raise UsageError('--name cannot change on --resume')
+    cfg = config_lib.apply_overrides(cfg, overrides)
+    run_dir = os.path.abspath(args.resume)
+  else:
+    if not args.config:
+      raise UsageError('tandem train needs --config <file.py>:<name> or '
+                       '--resume <run dir>')
+    cfg = config_lib.apply_overrides(load_named_config(args.config),
+                                     overrides)
+    run_dir = os.path.abspath(os.path.join(cfg.runs_root, cfg.name))
+  try:
+    environments.validate_environment_name(cfg.env)
+  except ValueError as e:
+    raise UsageError(f'env: {e}') from e
+  return cfg, run_dir, bool(args.resume)
+
+
+def check_resumable(cfg, run_dir: str) -> Optional[str]:
+  """Loads what --resume will load, so a bad file fails before launch."""
+  from agents.common import checkpointing
+  from agents.common import counting
+  from agents.common.rundir import RunDir
+  from agents.mpo import learner as learner_lib
+  from launch import mpo
+  rd = RunDir(run_dir)
+  latest = checkpointing.latest(rd.learner_checkpoints)
+  if latest is None:
+    raise UsageError(f'--resume {run_dir}: no learner checkpoint in '
+                     f'{rd.learner_checkpoints}')
+  try:
+    template = learner_lib.init(cfg.mpo, mpo.env_dims(cfg.env), cfg.seed)
+    learner_lib.restore(latest, template)
+    counting.Counter(rd.counter, restore=True)
+  except (checkpointing.CheckpointError, counting.CounterStateError) as e:
+    raise UsageError(f'--resume {run_dir}: {e}') from e
+  return latest
+
+
+def _progress_line(progress: dict) -> str:
+  c = progress['counts']
+  ev = progress.get('last_eval_return')
+  eta = progress.get('eta_s')
+  return (f"env steps {c['env_steps']:>8d}/{progress['budget']} | "
+          f"{progress['env_steps_per_s']:7.1f} env/s | "
+          f"{progress['learner_steps_per_s']:6.1f} learner/s | "
+          f"eval {'-' if ev is None else f'{ev:7.1f}'} | "
+          f"to budget {'-' if eta is None else f'{eta/60:5.1f} min'}")
+
+
+def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
+  tty = sys.stdout.isatty()
+  while not stop.wait(period):
+    try:
+      with open(path) as f:
+        line = _progress_line(json.load(f))
+    except (OSError, ValueError, KeyError):
+      continue
+    print(('\r' + line) if tty else line, end='' if tty else '\n',
+          flush=True)
+
+
+def _print_failure(rd) -> None:
+  from agents.common.rundir import read_errors
+  errors = read_errors(rd)
+  if errors:
+    for node, text in errors.items():
+      print(f'\nnode {node} crashed:\n{text}', file=sys.stderr)
+    return
+  # A node that died without Python (e.g. the Reverb server): show the tail
+  # of any node log that mentions an error.
+  print('\na node exited with an error; node logs under '
+        f'{rd.nodes}:', file=sys.stderr)
+  for name in sorted(os.listdir(rd.nodes)) if os.path.isdir(rd.nodes) else []:
+    p = os.path.join(rd.nodes, name)
+    if os.path.isdir(p):
+      continue
+    text = open(p, errors='replace').read()
+    if 'Traceback' in text or 'Error' in text:
+      print(f'--- {name} (last lines)\n' + '\n'.join(text.splitlines()[-15:]),
+            file=sys.stderr)
+
+
+def train(args, extra) -> int:
+  cfg, run_dir, resume = resolve_train_config(args, extra)
+  from agents.common.rundir import Lock, RunDir
+  from agents.common.counting import write_json_atomic
+  rd = RunDir(run_dir)
+  if not resume and os.path.exists(rd.config):
+    raise UsageError(f'run directory {run_dir} already holds a run; continue '
+                     f'it with --resume {run_dir}, or pick another --name')
+  lock = Lock(rd)
+  lock.acquire()  # refuses a second program on the same run directory
+  if resume:
+    latest = check_resumable(cfg, run_dir)
+    print(f'resuming from {latest}')
+  rd.make()
+  write_json_atomic(rd.config, config_lib.to_dict(cfg))
+  for old in os.listdir(rd.errors):
+    os.unlink(os.path.join(rd.errors, old))
+  if os.path.exists(rd.final):
+    os.unlink(rd.final)
+  # Launchpad reads this when its file-output launcher is first imported.
+  os.environ['LAUNCHPAD_LOGGING_DIR'] = rd.nodes
+  import launchpad as lp
+  from launch import mpo
+
+  program = mpo.build_program(cfg, run_dir, resume=resume)
+  print(f'run directory: {run_dir}\nlaunching {args.launch} with '
+        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps')
+  stop_watch = threading.Event()
+  watcher = threading.Thread(target=_watch_progress,
+                             args=(rd.progress, stop_watch), daemon=True)
+  if args.launch == 'local_mp':
+    manager = lp.launch(program, launch_type='local_mp',
+                        terminal='output_to_files',
+                        local_resources=mpo.local_resources('local_mp'))
+  else:
+    manager = lp.launch(program, launch_type='local_mt')
+  watcher.start()
+  failed = False
+  try:
+    manager.wait()
+  except KeyboardInterrupt:
+    stop_watch.set()
+    print('\ninterrupted; stopping the program', file=sys.stderr)
+    manager.stop_and_wait()
+    return EXIT_INTERRUPTED
+  except BaseException as e:  # a node failed; the manager stops the rest
+    failed = True
+    print(f'\nprogram failed: {e}', file=sys.stderr)
+    try:
+      manager.wait(raise_error=False)
+    except BaseException:
+      pass
+  finally:
+    stop_watch.set()
+  if failed or os.listdir(rd.errors):
+    _print_failure(rd)
+    print(f'\nrun directory: {run_dir} (continue with: tandem train --resume '
+          f'{run_dir})', file=sys.stderr)
+    return EXIT_FAILED
+  if not os.path.exists(rd.final):
+    print(f'\nprogram stopped before its budget; continue with: tandem train '
+          f'--resume {run_dir}', file=sys.stderr)
+    return EXIT_FAILED
+  with open(rd.final) as f:
+    final = json.load(f)
+  print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
+        f"(env steps {final['counts']['env_steps']}, learner steps "
+        f"{final['counts']['learner_steps']})\nrun directory: {run_dir}")
+  lock.release()
+  return EXIT_OK
+
+
+def plot(args) -> int:
+  from launch import plotting
+  out = plotting.plot_run(args.run_dir, args.out)
+  print(out)
+  return EXIT_OK
+
+
+def make_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog='tandem', description=__doc__,
+                                   formatter_class=argparse.RawTextHelpFormatter)
+  sub = parser.add_subparsers(dest='command', required=True)
+  t = sub.add_parser(
+      'train', help='train MPO with the distributed program',
+      formatter_class=argparse.RawTextHelpFormatter,
+      epilog='config fields (override any with --path=value; defaults of '
+      'TrainConfig shown):\n' + config_lib.describe(config_lib.TrainConfig()))
+  t.add_argument('--config', help='<file.py>:<name>, e.g. configs/mpo.py:cartpole')
+  t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
+                 default='local_mp')
+  t.add_argument('--num_actors', type=int)
+  t.add_argument('--name', help='run name (directory under runs_root)')
+  t.add_argument('--resume', metavar='RUN_DIR',
+                 help='continue the run in RUN_DIR from its last checkpoint')
+  p = sub.add_parser('plot', help='write a learning-curve PNG of a run')
+  p.add_argument('run_dir')
+  p.add_argument('--out', help='PNG path (default: RUN_DIR/learning_curve.png)')
+  return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  parser = make_parser()
+  args, extra = parser.parse_known_args(argv)
+  try:
+    if args.command == 'train':
+      return train(args, extra)
+    if extra:
+      parser.error(f'unrecognized arguments: {extra}')
+    return plot(args)
+  except (UsageError, ConfigError) as e:
+    print(f'tandem: error: {e}', file=sys.stderr)
+    return EXIT_BAD_INPUT
+  except Exception as e:  # noqa: BLE001 - known bad-input errors below
+    from agents.common.rundir import RunDirLocked
+    if isinstance(e, RunDirLocked):
+      print(f'tandem: error: {e}', file=sys.stderr)
+      return EXIT_BAD_INPUT
+    raise
+
+
+if __name__ == '__main__':
+  sys.exit(main())

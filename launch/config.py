@@ -1,0 +1,207 @@
+"""The training program's config: what to train, where, and for how long.
+
+`TrainConfig` wraps the learner's `MPOConfig` with the program's settings
+(environment, actors, replay, budgets, periods). Like MPOConfig it is frozen
+and validated at construction; `to_dict`/`from_dict` round-trip it through
+JSON (the run directory's config.json), and `leaf_fields` lists every field
+as a dotted path for the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any
+
+from agents.mpo import config as mpo_config
+from agents.mpo.config import ConfigError, MPOConfig
+
+LAUNCH_TYPES = ('local_mp', 'local_mt')
+
+
+def _check(cond, field, expected, got):
+  if not cond:
+    raise ConfigError(f'TrainConfig.{field}: expected {expected}, got {got!r}')
+
+
+def _is_int(v):
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and \
+      math.isfinite(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """A distributed MPO run (launch/mpo.py draws the program)."""
+  name: str = 'cartpole_swingup'
+  env: str = 'cartpole:swingup'
+  seed: int = 0
+  mpo: MPOConfig = dataclasses.field(default_factory=MPOConfig)
+  num_actors: int = 2
+  env_step_budget: int = 100_000
+  # Replay (Reverb): uniform sampling, FIFO removal, SampleToInsertRatio.
+  replay_max_size: int = 1_000_000
+  replay_min_size: int = 1_000
+  samples_per_insert: float = 128.0
+  replay_error_buffer: float = 1_000.0
+  # Acting.
+  actor_update_period: int = 100      # env steps between parameter refreshes
+  counter_sync_period: int = 100      # env steps between counter increments
+  # Evaluation.
+  eval_period_env_steps: int = 10_000
+  eval_episodes: int = 2
+  final_eval_episodes: int = 5
+  # Checkpoints and logs.
+  checkpoint_period_s: float = 120.0
+  checkpoints_to_keep: int = 3
+  learner_log_every: int = 10         # learner steps between CSV rows
+  tensorboard: bool = True
+  runs_root: str = 'runs'
+  # Test hook: actor 0 raises after this many env steps (0: never).
+  fault_injection_actor_crash_after: int = 0
+
+  def __post_init__(self):
+    _check(isinstance(self.name, str) and self.name and
+           all(c.isalnum() or c in '-_.' for c in self.name) and
+           not self.name.startswith('.'), 'name',
+           'a non-empty run name of letters, digits, - _ .', self.name)
+    _check(isinstance(self.env, str) and ':' in self.env, 'env',
+           "an environment name 'domain:task' or 'gym:<id>'", self.env)
+    _check(_is_int(self.seed) and self.seed >= 0, 'seed', 'an integer >= 0',
+           self.seed)
+    _check(isinstance(self.mpo, MPOConfig), 'mpo', 'an MPOConfig', self.mpo)
+    for f in ('num_actors', 'env_step_budget', 'replay_max_size',
+              'replay_min_size', 'actor_update_period', 'counter_sync_period',
+              'eval_period_env_steps', 'eval_episodes', 'final_eval_episodes',
+              'checkpoints_to_keep', 'learner_log_every'):
+      v = getattr(self, f)
+      _check(_is_int(v) and v >= 1, f, 'an integer >= 1', v)
+    _check(self.replay_min_size <= self.replay_max_size, 'replay_min_size',
+           f'a value <= replay_max_size={self.replay_max_size}',
+           self.replay_min_size)
+    _check(self.replay_min_size >= self.mpo.batch_size, 'replay_min_size',
+           f'a value >= mpo.batch_size={self.mpo.batch_size}',
+           self.replay_min_size)
+    _check(_is_num(self.samples_per_insert) and self.samples_per_insert > 0,
+           'samples_per_insert', 'a finite number > 0',
+           self.samples_per_insert)
+    # Reverb needs room for at least one insert and one sample in the buffer.
+    low = 2.0 * max(1.0, float(self.samples_per_insert))
+    _check(_is_num(self.replay_error_buffer) and
+           self.replay_error_buffer >= low, 'replay_error_buffer',
+           f'a number >= 2·max(1, samples_per_insert) = {low}',
+           self.replay_error_buffer)
+    _check(_is_num(self.checkpoint_period_s) and self.checkpoint_period_s > 0,
+           'checkpoint_period_s', 'a number > 0', self.checkpoint_period_s)
+    _check(isinstance(self.tensorboard, bool), 'tensorboard', 'true or false',
+           self.tensorboard)
+    _check(isinstance(self.runs_root, str) and self.runs_root, 'runs_root',
+           'a directory path', self.runs_root)
+    _check(_is_int(self.fault_injection_actor_crash_after) and
+           self.fault_injection_actor_crash_after >= 0,
+           'fault_injection_actor_crash_after', 'an integer >= 0',
+           self.fault_injection_actor_crash_after)
+
+  @property
+  def learner_steps_per_env_step(self) -> float:
+    return self.samples_per_insert / self.mpo.batch_size
+
+
+# --------------------------------------------------------------------------
+# Dotted paths, overrides, JSON.
+
+_HIDDEN = ('owner', 'choices')  # OptimizerConfig's bookkeeping, not settings
+
+
+def _fields(obj):
+  return [f for f in dataclasses.fields(obj) if f.init and f.name not in
+          _HIDDEN]
+
+
+def leaf_fields(obj, prefix: str = '') -> dict[str, Any]:
+  """{'mpo.duals.num_steps': 1, ...}: every settable field and its value."""
+  out = {}
+  for f in _fields(obj):
+    v = getattr(obj, f.name)
+    if dataclasses.is_dataclass(v):
+      out.update(leaf_fields(v, prefix + f.name + '.'))
+    else:
+      out[prefix + f.name] = v
+  return out
+
+
+def to_dict(obj) -> dict:
+  out = {}
+  for f in _fields(obj):
+    v = getattr(obj, f.name)
+    out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else (
+        list(v) if isinstance(v, tuple) else v)
+  return out
+
+
+def from_dict(data: dict) -> TrainConfig:
+  """Inverse of to_dict, re-validating every field."""
+  flat = {}
+
+  def walk(d, prefix):
+    for k, v in d.items():
+      if isinstance(v, dict):
+        walk(v, prefix + k + '.')
+      else:
+        flat[prefix + k] = v
+  walk(data, '')
+  return apply_overrides(TrainConfig(), flat)
+
+
+def apply_overrides(cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
+  """Dotted-path overrides; values are converted to the field's type."""
+  known = leaf_fields(cfg)
+  typed = {}
+  for path, value in overrides.items():
+    if path not in known:
+      close = [k for k in known if k.split('.')[-1] == path.split('.')[-1]]
+      hint = f'; did you mean {close}?' if close else ''
+      raise ConfigError(f'unknown config field {path!r}{hint}')
+    typed[path] = parse_value(path, value, known[path])
+  return mpo_config.replace(cfg, typed)
+
+
+def parse_value(path: str, value: Any, default: Any) -> Any:
+  """Converts a command-line string (or JSON value) to the default's type."""
+  if not isinstance(value, str) or isinstance(default, str):
+    if isinstance(default, tuple) and isinstance(value, list):
+      return tuple(value)
+    return value
+  try:
+    if isinstance(default, bool):
+      if value.lower() in ('1', 'true', 'yes', 'on'):
+        return True
+      if value.lower() in ('0', 'false', 'no', 'off'):
+        return False
+      raise ValueError(value)
+    if isinstance(default, int):
+      return int(value)
+    if isinstance(default, float):
+      return float(value)
+    if isinstance(default, tuple):
+      return tuple(int(x) for x in value.replace(',', ' ').split())
+  except ValueError:
+    raise ConfigError(f'{path}: cannot read {value!r} as '
+                      f'{type(default).__name__}') from None
+  return value
+
+
+def describe(cfg: TrainConfig) -> str:
+  """One line per field, for --help."""
+  lines = []
+  for path, v in leaf_fields(cfg).items():
+    shown = ','.join(map(str, v)) if isinstance(v, tuple) else v
+    lines.append(f'  --{path}={shown}')
+  return '\n'.join(lines)
+
+
+del typing

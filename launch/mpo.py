@@ -1,0 +1,76 @@
+"""The distributed MPO program, as DESIGN.md draws it.
+
+            ┌── counter (global counts, checkpointed) ◄── every node
+actors ×N ──┤ env → policy (CPU) → n-step adder ──► replay (Reverb table)
+            └── learner.get_variables (every actor_update_period steps)
+evaluator ─ mean action, return vs global env steps          │
+learner (accelerator if any) ◄── Reverb batches ◄────────────┘
+limiter ─ at the env-step budget: final eval, checkpoints, stop
+"""
+
+from __future__ import annotations
+
+from agents.common import environments
+from agents.common import program_nodes
+from agents.common import replay
+from agents.mpo import acting
+from agents.mpo import learner as learner_lib
+from agents.mpo import learner_node
+from launch.config import TrainConfig
+
+# Actors and evaluator never see an accelerator: JAX would otherwise reserve
+# most of the GPU's memory in every one of their processes.
+CPU_ONLY = {'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu'}
+CPU_GROUPS = ('replay', 'counter', 'actor', 'evaluator', 'limiter')
+
+
+def env_dims(env_name: str) -> learner_lib.Dims:
+  env = environments.make_environment(env_name, seed=0)
+  dims = environments.env_dims(env)
+  env.close()
+  return learner_lib.Dims(dims.observation_dim, dims.action_dim)
+
+
+def build_program(tc: TrainConfig, run_dir: str, resume: bool = False):
+  import launchpad as lp
+  env = environments.make_environment(tc.env, seed=0)
+  spec = replay.environment_spec(env)
+  dims = env_dims(tc.env)
+
+  def replay_tables():
+    return [replay.make_table(
+        spec, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
+        samples_per_insert=tc.samples_per_insert,
+        error_buffer=tc.replay_error_buffer)]
+
+  program = lp.Program(name=f'tandem-mpo-{tc.name}')
+  with program.group('replay'):
+    replay_h = program.add_node(lp.ReverbNode(replay_tables))
+  with program.group('counter'):
+    counter = program.add_node(lp.CourierNode(
+        program_nodes.CounterNode, run_dir, tc.env_step_budget, resume,
+        tc.checkpoint_period_s))
+  with program.group('learner'):
+    learner = program.add_node(lp.CourierNode(
+        learner_node.LearnerNode, tc, dims, replay_h, counter, run_dir,
+        resume))
+  with program.group('actor'):
+    for i in range(tc.num_actors):
+      program.add_node(lp.CourierNode(
+          acting.ActorNode, tc, i, replay_h, counter, learner, run_dir))
+  with program.group('evaluator'):
+    evaluator = program.add_node(lp.CourierNode(
+        acting.EvaluatorNode, tc, counter, learner, run_dir))
+  with program.group('limiter'):
+    program.add_node(lp.CourierNode(
+        program_nodes.StepsLimiter, counter, learner, evaluator,
+        tc.env_step_budget, run_dir, tc.final_eval_episodes))
+  return program
+
+
+def local_resources(launch_type: str) -> dict:
+  """Per-group process settings for local_mp (local_mt has one process)."""
+  if launch_type != 'local_mp':
+    return {}
+  from launchpad.nodes.python.local_multi_processing import PythonProcess
+  return {g: PythonProcess(env=dict(CPU_ONLY)) for g in CPU_GROUPS}
