@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterator, Optional
+from typing import Callable, Optional
 
 import dm_env
 import numpy as np
@@ -45,14 +45,57 @@ def environment_spec(environment: dm_env.Environment):
   return specs.make_environment_spec(environment)
 
 
+class Stopped(Exception):
+  """Raised inside a blocked replay call once the program asked to stop."""
+
+
+_POLL_MS = 500
+
+
+def _interruptible(call, should_stop: Callable[[], bool]):
+  """Wraps a Reverb writer call that may block on the rate limiter forever
+  (flush/end_episode without a timeout) into a loop of short timeouts that
+  gives up with `Stopped` once `should_stop()` is true."""
+  import reverb
+
+  def wrapped(*args, timeout_ms=None, **kwargs):
+    if timeout_ms is not None:
+      return call(*args, timeout_ms=timeout_ms, **kwargs)
+    while True:
+      try:
+        return call(*args, timeout_ms=_POLL_MS, **kwargs)
+      except reverb.errors.DeadlineExceededError:
+        if should_stop():
+          raise Stopped() from None
+  return wrapped
+
+
 def make_adder(server_address: str, *, n_step: int, discount: float,
+               should_stop: Callable[[], bool] = lambda: False,
                table: str = TABLE):
-  """An adder writing n-step transitions; flushes per item (see DESIGN.md)."""
+  """An n-step transition adder whose blocking writes can be interrupted.
+
+  When the learner stops sampling, SampleToInsertRatio blocks inserts, and
+  Acme's adder would wait forever inside `flush`; here it raises `Stopped`
+  once `should_stop()` says the program is stopping.
+  """
   import reverb
   from acme.adders.reverb import NStepTransitionAdder
+
+  class _Adder(NStepTransitionAdder):
+
+    @property
+    def _writer(self):
+      writer = super()._writer
+      if not getattr(writer, '_tandem_interruptible', False):
+        writer.flush = _interruptible(writer.flush, should_stop)
+        writer.end_episode = _interruptible(writer.end_episode, should_stop)
+        writer._tandem_interruptible = True
+      return writer
+
   client = reverb.Client(server_address)
-  return NStepTransitionAdder(client, n_step=n_step, discount=discount,
-                              priority_fns={table: None})
+  return _Adder(client, n_step=n_step, discount=discount,
+                priority_fns={table: None})
 
 
 def to_batch(data, discount: float, k: int, b: int) -> learner_lib.Batch:
@@ -71,7 +114,9 @@ class BatchStream:
 
   `get(timeout)` returns a Batch, or None if none arrived in time (for
   example because actors stopped and the rate limiter blocks sampling), so
-  the caller can keep checking for a stop request.
+  the caller can keep checking for a stop request. Sampling waits on the rate
+  limiter in short slices, so `close()` ends the thread promptly instead of
+  leaving it blocked inside Reverb when the process exits.
   """
 
   def __init__(self, server_address: str, *, batch_size: int,
@@ -80,6 +125,7 @@ class BatchStream:
     self._args = (server_address, batch_size, steps_per_call, discount, table)
     self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
     self._error: Optional[BaseException] = None
+    self._closed = threading.Event()
     self._thread = threading.Thread(target=self._run, daemon=True,
                                     name='reverb-batches')
     self._thread.start()
@@ -87,17 +133,27 @@ class BatchStream:
   def _run(self):
     try:
       import reverb
-      import tensorflow as tf
       address, b, k, discount, table = self._args
-      dataset = reverb.TrajectoryDataset.from_table_signature(
-          server_address=address, table=table,
-          max_in_flight_samples_per_worker=2 * b * k)
-      dataset = dataset.batch(b * k, drop_remainder=True).prefetch(1)
-      for sample in dataset.as_numpy_iterator():
-        self._queue.put(to_batch(sample.data, discount, k, b))
-      del tf
+      while not self._closed.is_set():
+        # A rate-limiter timeout ends the dataset; make a new one and go on.
+        dataset = reverb.TrajectoryDataset.from_table_signature(
+            server_address=address, table=table,
+            max_in_flight_samples_per_worker=2 * b * k,
+            rate_limiter_timeout_ms=_POLL_MS)
+        dataset = dataset.batch(b * k, drop_remainder=True)
+        for sample in dataset.as_numpy_iterator():
+          batch = to_batch(sample.data, discount, k, b)
+          while not self._closed.is_set():
+            try:
+              self._queue.put(batch, timeout=_POLL_MS / 1000)
+              break
+            except queue.Full:
+              pass
+          if self._closed.is_set():
+            break
     except BaseException as e:  # surfaced to the learner by get()
-      self._error = e
+      if not self._closed.is_set():
+        self._error = e
 
   def get(self, timeout: float) -> Optional[learner_lib.Batch]:
     if self._error is not None:
@@ -108,8 +164,6 @@ class BatchStream:
     except queue.Empty:
       return None
 
-  def __iter__(self) -> Iterator[learner_lib.Batch]:
-    while True:
-      batch = self.get(timeout=60.0)
-      if batch is not None:
-        yield batch
+  def close(self, timeout: float = 5.0) -> None:
+    self._closed.set()
+    self._thread.join(timeout)

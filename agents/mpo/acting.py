@@ -46,14 +46,18 @@ class ActorNode:
 
   def run(self):
     with capture_errors(self._run_dir, f'actor_{self._id}'):
-      self._run()
+      try:
+        self._run()
+      except replay.Stopped:
+        logging.info('actor_%d: stopped while replay was full', self._id)
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo
     env = environments.make_environment(tc.env, seed=tc.seed * 1000 +
                                         self._id + 1)
     adder = replay.make_adder(self._replay_address, n_step=cfg.n_step,
-                              discount=cfg.discount)
+                              discount=cfg.discount,
+                              should_stop=_stop_requested)
     actor = actor_lib.Actor(
         cfg, self._learner.get_variables(), seed=tc.seed * 1000 + self._id,
         variable_source=self._learner.get_variables,

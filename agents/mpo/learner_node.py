@@ -49,6 +49,7 @@ class LearnerNode:
                    int(state.steps))
     self._state = state
     self._counts: dict = {}
+    self._batches: Optional[replay.BatchStream] = None
     self._published = jax.device_get(state.policy)
     self._device = str(jax.devices()[0])
     self._logger = logs.Logger(self._run_dir.logs, 'learner',
@@ -85,35 +86,46 @@ class LearnerNode:
     with capture_errors(self._run_dir, 'learner'):
       self._run()
 
+  def _stream(self) -> replay.BatchStream:
+    if self._batches is None:
+      self._batches = replay.BatchStream(
+          self._replay_address, batch_size=self._cfg.batch_size,
+          steps_per_call=self._cfg.sgd_steps_per_call,
+          discount=self._cfg.discount)
+    return self._batches
+
+  def step(self, timeout: float = 1.0) -> Optional[dict]:
+    """One update call (sgd_steps_per_call SGD steps) if a batch arrives in
+    `timeout` seconds; returns the counts after it, else None."""
+    batch = self._stream().get(timeout=timeout)
+    if batch is None:
+      return None
+    k, every = self._cfg.sgd_steps_per_call, self._tc.learner_log_every
+    with self._lock:
+      before = int(self._state.steps)
+      self._state, metrics = self._update(self._state, batch)
+      self._published = jax.device_get(self._state.policy)
+      steps = int(metrics['learner_steps'])
+    counts = self._counter.increment(learner_steps=k)
+    self._counts = counts
+    if steps // every != before // every:
+      row = {name: float(np.asarray(v)) for name, v in metrics.items()}
+      row.update(env_steps=counts['env_steps'], learner_steps=steps,
+                 elapsed_s=counts['elapsed_s'])
+      self._logger.write(row)
+    return counts
+
   def _run(self):
     logging.info('learner: JAX device %s', self._device)
     self._counter.set_extra(learner_device=self._device)
-    stream = replay.BatchStream(
-        self._replay_address, batch_size=self._cfg.batch_size,
-        steps_per_call=self._cfg.sgd_steps_per_call,
-        discount=self._cfg.discount)
     last_ckpt = time.monotonic()
-    every = self._tc.learner_log_every
-    k = self._cfg.sgd_steps_per_call
     while not _stop_requested():
-      batch = stream.get(timeout=1.0)
-      if batch is None:
-        continue
-      with self._lock:
-        before = int(self._state.steps)
-        self._state, metrics = self._update(self._state, batch)
-        self._published = jax.device_get(self._state.policy)
-        steps = int(metrics['learner_steps'])
-      counts = self._counter.increment(learner_steps=k)
-      self._counts = counts
-      if steps // every != before // every:
-        row = {k_: float(np.asarray(v)) for k_, v in metrics.items()}
-        row.update(env_steps=counts['env_steps'], learner_steps=steps,
-                   elapsed_s=counts['elapsed_s'])
-        self._logger.write(row)
+      self.step(timeout=1.0)
       if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
         self.save_checkpoint()
         last_ckpt = time.monotonic()
     # Stop requested: the stop handler's work, done between updates.
+    if self._batches is not None:
+      self._batches.close()
     path = self.save_checkpoint()
     logging.info('learner: stopped, checkpoint %s', path)

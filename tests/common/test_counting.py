@@ -1,0 +1,65 @@
+"""The global counter: counts and wall time survive save/restore."""
+
+import json
+
+import pytest
+
+from agents.common import counting
+
+
+class FakeClock:
+  def __init__(self):
+    self.t = 100.0
+
+  def __call__(self):
+    return self.t
+
+
+def test_counts_and_elapsed_time_survive_restart(tmp_path):
+  path = str(tmp_path / 'counter.json')
+  clock = FakeClock()
+  c = counting.Counter(path, clock=clock)
+  c.increment(env_steps=500, episodes=1)
+  c.increment(learner_steps=60)
+  clock.t += 30.0
+  c.set_extra(last_eval_return=12.5)
+  c.save()
+  clock2 = FakeClock()
+  clock2.t = 5.0  # a new process: its own monotonic clock
+  r = counting.Counter(path, restore=True, clock=clock2)
+  clock2.t += 10.0
+  counts = r.get_counts()
+  assert counts['env_steps'] == 500 and counts['learner_steps'] == 60
+  assert counts['episodes'] == 1
+  assert counts['elapsed_s'] == pytest.approx(40.0)  # 30 before + 10 after
+  assert r.get_extra()['last_eval_return'] == 12.5
+
+
+def test_unknown_count_and_bad_files_are_rejected(tmp_path):
+  c = counting.Counter()
+  with pytest.raises(KeyError, match='env_step'):
+    c.increment(env_step=1)
+  with pytest.raises(counting.CounterStateError, match='no such file'):
+    counting.Counter(str(tmp_path / 'missing.json'), restore=True)
+  bad = tmp_path / 'bad.json'
+  bad.write_text('{"counts": ')
+  with pytest.raises(counting.CounterStateError, match='bad.json'):
+    counting.Counter(str(bad), restore=True)
+
+
+def test_rates_use_global_elapsed_time():
+  a = {'env_steps': 0, 'learner_steps': 0, 'elapsed_s': 10.0}
+  b = {'env_steps': 1000, 'learner_steps': 100, 'elapsed_s': 20.0}
+  r = counting.rates(a, b)
+  assert r == {'env_steps_per_s': 100.0, 'learner_steps_per_s': 10.0}
+
+
+def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path):
+  path = tmp_path / 'counter.json'
+  c = counting.Counter(str(path))
+  c.increment(env_steps=3)
+  c.save()
+  with pytest.raises(TypeError):
+    counting.write_json_atomic(str(path), {'x': object()})
+  assert json.loads(path.read_text())['counts']['env_steps'] == 3
+  assert [p.name for p in tmp_path.iterdir()] == ['counter.json']

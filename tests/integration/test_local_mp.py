@@ -1,0 +1,82 @@
+"""Whole programs under local_mp: finish, resume, crash. ~1 minute in all."""
+
+import json
+import os
+
+import numpy as np
+
+from agents.common import checkpointing
+from agents.common import logs
+from agents.common import schedules
+from tests.integration.conftest import processes_mentioning, run_tandem
+
+TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
+
+
+def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'smoke'])
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  run_dir = os.path.join(runs_root, 'smoke')
+  assert 'final evaluation return' in r.stdout
+  final = json.load(open(os.path.join(run_dir, 'final.json')))
+  assert final['counts']['env_steps'] >= 3000
+  assert final['counts']['learner_steps'] > 0
+  assert checkpointing.latest(os.path.join(run_dir, 'checkpoints', 'learner'))
+  # Every log row carries the global counts.
+  for name in ('learner', 'evaluator', 'actor_0'):
+    rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))
+    assert rows and all('env_steps' in r and 'learner_steps' in r
+                        for r in rows)
+  assert processes_mentioning(run_dir) == []
+
+
+def test_resume_continues_counts_and_schedules(runs_root):
+  lr_args = ['--mpo.policy_optimizer.schedule=linear',
+             '--mpo.policy_optimizer.final_fraction=0.1',
+             '--mpo.schedule_horizon=2000']
+  r1 = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'res',
+                          '--env_step_budget=1500'] + lr_args)
+  assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
+  run_dir = os.path.join(runs_root, 'res')
+  first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
+
+  r2 = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                   '--env_step_budget=3000'])
+  assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+  second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  assert second['env_steps'] >= 3000 > first['env_steps']
+  assert second['learner_steps'] > first['learner_steps']
+  assert second['elapsed_s'] > first['elapsed_s']
+
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
+  resumed = rows[len(rows1):]
+  assert resumed, 'no learner rows after resume'
+  last_before = int(rows1[-1]['learner_steps'])
+  first_after = resumed[0]
+  assert int(first_after['learner_steps']) > last_before
+  # The rate used at a step is the schedule at that global learner step
+  # (the metric is taken before the step's increment).
+  expected = float(schedules.value('linear', 1e-4, 0.1,
+                                   int(first_after['learner_steps']) - 1,
+                                   2000))
+  assert np.isclose(first_after['learning_rate_policy'], expected, rtol=1e-5)
+  assert first_after['learning_rate_policy'] < 1e-4 * (
+      1 - 0.9 * last_before / 2000) + 1e-12
+
+
+def test_crashing_actor_stops_program_nonzero_naming_it(runs_root):
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'crash',
+                         '--fault_injection_actor_crash_after=1500',
+                         '--env_step_budget=100000'])
+  run_dir = os.path.join(runs_root, 'crash')
+  assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+  assert 'actor_0' in r.stderr and 'InjectedCrash' in r.stderr
+  assert '--resume' in r.stderr
+  # The learner wrote its checkpoint on the way down.
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None
+  assert checkpointing.read_metadata(latest)['counts']['env_steps'] >= 1000
+  assert os.path.exists(os.path.join(run_dir, 'counter.json'))
+  assert processes_mentioning(run_dir) == []

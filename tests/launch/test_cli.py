@@ -1,0 +1,108 @@
+"""`tandem train` rejects bad input before any process starts."""
+
+import json
+import os
+
+import pytest
+
+from agents.common import checkpointing
+from agents.common.rundir import Lock, RunDir
+from configs import mpo as named
+from launch import cli
+from launch import config as config_lib
+
+
+def _main(capsys, *argv):
+  rc = cli.main(list(argv))
+  return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize('override, message', [
+    ('--mpo.epsilon=-1', 'MPOConfig.epsilon'),
+    ('--mpo.duals.num_steps=0', 'DualConfig.num_steps'),
+    ('--mpo.duals.temperature_optimizer.name=lion',
+     'DualConfig.temperature_optimizer.name'),
+    ('--mpo.duals.solver=newton', 'DualConfig.solver'),
+    ('--num_actors=0', 'TrainConfig.num_actors'),
+    ('--samples_per_insert=0', 'TrainConfig.samples_per_insert'),
+    ('--replay_error_buffer=1', 'TrainConfig.replay_error_buffer'),
+    ('--mpo.batch_size=abc', 'mpo.batch_size'),
+    ('--mpo.duals.num_step=3', "unknown config field 'mpo.duals.num_step'"),
+    ('--env=cartpole:jump', 'cartpole:swingup'),
+    ('--env=gym:CartPole-v1', 'Box'),
+    ('--env=nonsense', 'env'),
+])
+def test_bad_config_values_fail_before_launch(capsys, tmp_path, override,
+                                              message):
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                  '--runs_root', str(tmp_path), override)
+  assert rc == cli.EXIT_BAD_INPUT
+  assert message in err
+  assert not os.path.exists(tmp_path / 'tiny')  # nothing started or written
+
+
+def test_unknown_named_config_lists_the_available_ones(capsys, tmp_path):
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:cartpol')
+  assert rc == cli.EXIT_BAD_INPUT and 'cartpole' in err and 'tiny' in err
+  rc, err = _main(capsys, 'train', '--config', 'configs/nope.py:x')
+  assert rc == cli.EXIT_BAD_INPUT and 'no such file' in err
+
+
+def _fake_run(tmp_path, with_checkpoint=None):
+  """A run directory as a previous program would have left it."""
+  cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  with open(rd.counter, 'w') as f:
+    json.dump({'counts': {'env_steps': 10}, 'elapsed_s': 1.0}, f)
+  if with_checkpoint is not None:
+    path = checkpointing.numbered_path(rd.learner_checkpoints, 10)
+    with open(path, 'wb') as f:
+      f.write(with_checkpoint)
+  return rd
+
+
+def test_resume_without_checkpoint_is_refused(capsys, tmp_path):
+  rd = _fake_run(tmp_path)
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT and 'no learner checkpoint' in err
+
+
+def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
+  rd = _fake_run(tmp_path, with_checkpoint=b'PK\x03\x04 garbage')
+  before = open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT and 'ckpt-000000000010.npz' in err
+  assert open(rd.config).read() == before  # nothing overwritten
+
+
+def test_resume_of_a_non_run_directory_is_refused(capsys, tmp_path):
+  rc, err = _main(capsys, 'train', '--resume', str(tmp_path))
+  assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
+
+
+def test_existing_run_is_not_silently_reused(capsys, tmp_path):
+  _fake_run(tmp_path)
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                  '--runs_root', str(tmp_path))
+  assert rc == cli.EXIT_BAD_INPUT and '--resume' in err
+
+
+def test_second_program_on_same_run_directory_is_refused(capsys, tmp_path):
+  rd = _fake_run(tmp_path)
+  lock = Lock(rd)
+  lock.acquire()
+  try:
+    rc, err = _main(capsys, 'train', '--resume', rd.root)
+    assert rc == cli.EXIT_BAD_INPUT and 'in use by another program' in err
+  finally:
+    lock.release()
+
+
+def test_help_lists_every_config_field(capsys):
+  with pytest.raises(SystemExit):
+    cli.main(['train', '--help'])
+  out = capsys.readouterr().out
+  for path in config_lib.leaf_fields(config_lib.TrainConfig()):
+    assert f'--{path}=' in out, path

@@ -1,0 +1,40 @@
+"""TrainConfig: validation, dotted overrides, JSON round trip."""
+
+import json
+
+import pytest
+
+from agents.mpo.config import ConfigError
+from configs import mpo as named
+from launch import config as config_lib
+
+
+def test_json_round_trip_is_exact():
+  for make in (named.cartpole, named.make_run, named.tiny, named.walker):
+    cfg = config_lib.apply_overrides(make(), {
+        'mpo.duals.num_steps': '5', 'mpo.policy_layers': '64,64',
+        'mpo.duals.alpha_optimizer.name': 'rmsprop'})
+    again = config_lib.from_dict(json.loads(json.dumps(
+        config_lib.to_dict(cfg))))
+    assert again == cfg
+
+
+def test_overrides_parse_types():
+  cfg = config_lib.apply_overrides(config_lib.TrainConfig(), {
+      'tensorboard': 'false', 'samples_per_insert': '64',
+      'mpo.critic_layers': '128 128', 'mpo.duals.log_residual': 'no'})
+  assert cfg.tensorboard is False and cfg.samples_per_insert == 64.0
+  assert cfg.mpo.critic_layers == (128, 128)
+  assert cfg.mpo.duals.log_residual is False
+  with pytest.raises(ConfigError, match='tensorboard'):
+    config_lib.apply_overrides(cfg, {'tensorboard': 'maybe'})
+
+
+@pytest.mark.parametrize('field, value', [
+    ('name', '../escape'), ('env', 'cartpole'), ('seed', -1),
+    ('replay_min_size', 10**9), ('replay_min_size', 8),
+    ('env_step_budget', 0), ('checkpoint_period_s', 0.0),
+    ('fault_injection_actor_crash_after', -1)])
+def test_train_config_rejects(field, value):
+  with pytest.raises(ConfigError, match=f'TrainConfig.{field}'):
+    config_lib.apply_overrides(config_lib.TrainConfig(), {field: value})
