@@ -20,7 +20,8 @@ $(STAMP): requirements.lock pyproject.toml
 	@touch $(STAMP)
 
 run: venv
-	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2
+	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2 \
+	  --name make_run_$$(date +%Y%m%d_%H%M%S)
 
 test: venv
 	$(PY) -m pytest -q tests
@@ -29,7 +30,7 @@ test-slow: venv
 	$(PY) -m pytest -q -m slow tests
 
 bench: venv
-	$(PY) bench/learner.py && $(PY) bench/duals.py && $(PY) bench/actor.py
+	$(PY) bench/learner.py && $(PY) bench/duals.py && $(PY) bench/actor.py && $(PY) bench/program.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,28 @@
+# Tandem image: CPython 3.10, the pinned stack, `tandem` as entrypoint.
+#   docker build -t tandem .                                  # CPU (actors, CPU learner)
+#   docker build -t tandem-gpu --build-arg ACCELERATOR=cuda12 .  # CUDA JAX for a GPU learner
+#   docker run --rm -v $PWD/runs:/tandem/runs tandem train --config configs/mpo.py:cartpole
+FROM python:3.10.13-slim-bookworm
+
+ARG ACCELERATOR=cpu
+ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    MUJOCO_GL=disable
+
+WORKDIR /tandem
+COPY requirements.lock ./
+RUN python -m pip install "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1" \
+ && python -m pip install -r requirements.lock \
+ && if [ "$ACCELERATOR" = "cuda12" ]; then \
+      python -m pip install "jax[cuda12]==0.6.2"; \
+    elif [ "$ACCELERATOR" != "cpu" ]; then \
+      echo "ACCELERATOR must be cpu or cuda12, got $ACCELERATOR" >&2; exit 1; \
+    fi
+
+COPY pyproject.toml README.md ./
+COPY agents ./agents
+COPY launch ./launch
+COPY configs ./configs
+RUN python -m pip install --no-deps --no-build-isolation -e .
+
+ENTRYPOINT ["tandem"]
+CMD ["--help"]
