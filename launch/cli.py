@@ -180,7 +180,7 @@ def _print_failure(rd) -> None:
 def train(args, extra) -> int:
   cfg, run_dir, resume = resolve_train_config(args, extra)
   from agents.common.rundir import Lock, RunDir
-  from agents.common.counting import write_json_atomic
+  from agents.common.files import write_json_atomic
   rd = RunDir(run_dir)
   if not resume and os.path.exists(rd.config):
     raise UsageError(f'run directory {run_dir} already holds a run; continue '
@@ -251,7 +251,10 @@ def train(args, extra) -> int:
 
 def plot(args) -> int:
   from launch import plotting
-  out = plotting.plot_run(args.run_dir, args.out)
+  try:
+    out = plotting.plot_run(args.run_dir, args.out)
+  except FileNotFoundError as e:
+    raise UsageError(str(e)) from e
   print(out)
   return EXIT_OK
 

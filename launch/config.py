@@ -58,7 +58,7 @@ class TrainConfig:
   # Checkpoints and logs.
   checkpoint_period_s: float = 120.0
   checkpoints_to_keep: int = 3
-  learner_log_every: int = 10         # learner steps between CSV rows
+  learner_log_every: int = 1          # learner steps between CSV rows
   tensorboard: bool = True
   runs_root: str = 'runs'
   # Test hook: actor 0 raises after this many env steps (0: never).

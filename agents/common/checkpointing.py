@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import zipfile
 from typing import Any, Optional
 
 import jax
 import numpy as np
+
+from agents.common import files
 
 _META_KEY = '__metadata__'
 _FORMAT = 'tandem-pytree-v1'
@@ -40,19 +41,7 @@ def save_tree(path: str, tree, metadata: Optional[dict] = None) -> None:
     arrays[name] = np.asarray(leaf)
   meta = dict(metadata or {}, format=_FORMAT)
   arrays[_META_KEY] = np.asarray(json.dumps(meta, sort_keys=True))
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.npz')
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      np.savez(f, **arrays)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
+  files.write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
 def _open(path: str):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from typing import Mapping, Optional
+
+from agents.common.files import write_json_atomic
 
 COUNT_KEYS = ('env_steps', 'episodes', 'learner_steps', 'discriminator_steps',
               'rounds')
@@ -92,22 +93,6 @@ class Counter:
       raise ValueError('Counter.save: no path given')
     write_json_atomic(path, self.state())
     return path
-
-
-def write_json_atomic(path: str, obj) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.json')
-  try:
-    with os.fdopen(fd, 'w') as f:
-      json.dump(obj, f, indent=1, sort_keys=True)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
 
 
 def rates(previous: Mapping[str, float], current: Mapping[str, float],

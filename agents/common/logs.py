@@ -35,7 +35,7 @@ class Logger:
   def path(self) -> str:
     return self._path
 
-  def write(self, row: Mapping[str, float]) -> None:
+  def write(self, row: Mapping[str, float], tensorboard: bool = True) -> None:
     missing = [k for k in REQUIRED if k not in row]
     if missing:
       raise ValueError(f'log row for {self._label} lacks global counts '
@@ -50,7 +50,7 @@ class Logger:
     with open(self._path, 'a', newline='') as f:
       csv.DictWriter(f, fieldnames=self._fields,
                      extrasaction='ignore').writerow(row)
-    if self._tb_enabled:
+    if self._tb_enabled and tensorboard:
       self._write_tensorboard(row)
 
   def _write_tensorboard(self, row):

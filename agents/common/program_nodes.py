@@ -13,12 +13,10 @@ import logging
 import time
 
 from agents.common import counting
+from agents.common import files
+from agents.common.lifecycle import stop_requested
 from agents.common.rundir import RunDir, capture_errors
 
-
-def _stop_requested(timeout: float = 0.0) -> bool:
-  import launchpad as lp
-  return bool(lp.wait_for_stop(timeout))
 
 
 class CounterNode(counting.Counter):
@@ -35,7 +33,7 @@ class CounterNode(counting.Counter):
   def run(self):
     with capture_errors(self._rd, 'counter'):
       last_save = time.monotonic()
-      while not _stop_requested(1.0):
+      while not stop_requested(1.0):
         self._publish_progress()
         if time.monotonic() - last_save > self._period:
           self.save()
@@ -51,7 +49,7 @@ class CounterNode(counting.Counter):
     extra = self.get_extra()
     left = max(0, self._budget - snap['env_steps'])
     eta = left / r['env_steps_per_s'] if r['env_steps_per_s'] > 0 else None
-    counting.write_json_atomic(self._rd.progress, {
+    files.write_json_atomic(self._rd.progress, {
         'counts': snap, 'budget': self._budget, **r, 'eta_s': eta,
         'last_eval_return': extra.get('last_eval_return'),
         'learner_device': extra.get('learner_device'),
@@ -73,7 +71,7 @@ class StepsLimiter:
   def run(self):
     import launchpad as lp
     with capture_errors(self._rd, 'limiter'):
-      while not _stop_requested(1.0):
+      while not stop_requested(1.0):
         if self._counter.get_counts()['env_steps'] >= self._budget:
           break
       else:
@@ -83,7 +81,7 @@ class StepsLimiter:
       checkpoint = self._learner.save_checkpoint()
       self._counter.set_extra(finished=True)
       self._counter.save()
-      counting.write_json_atomic(self._rd.final, {
+      files.write_json_atomic(self._rd.final, {
           'final_eval_return': final['eval_return'],
           'final_eval_returns_min_max': [final['eval_return_min'],
                                          final['eval_return_max']],

@@ -20,13 +20,10 @@ import numpy as np
 from agents.common import environments
 from agents.common import logs
 from agents.common import replay
+from agents.common.lifecycle import stop_requested
 from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import actor as actor_lib
 
-
-def _stop_requested(timeout: float = 0.0) -> bool:
-  import launchpad as lp
-  return bool(lp.wait_for_stop(timeout))
 
 
 class InjectedCrash(RuntimeError):
@@ -57,7 +54,7 @@ class ActorNode:
                                         self._id + 1)
     adder = replay.make_adder(self._replay_address, n_step=cfg.n_step,
                               discount=cfg.discount,
-                              should_stop=_stop_requested)
+                              should_stop=stop_requested)
     actor = actor_lib.Actor(
         cfg, self._learner.get_variables(), seed=tc.seed * 1000 + self._id,
         variable_source=self._learner.get_variables,
@@ -66,7 +63,7 @@ class ActorNode:
                          tensorboard=False)
     crash_after = tc.fault_injection_actor_crash_after if self._id == 0 else 0
     unsynced, total, counts = 0, 0, self._counter.get_counts()
-    while counts['env_steps'] < tc.env_step_budget and not _stop_requested():
+    while counts['env_steps'] < tc.env_step_budget and not stop_requested():
       timestep = env.reset()
       actor.observe_first(timestep)
       episode_return, episode_steps = 0.0, 0
@@ -86,7 +83,7 @@ class ActorNode:
         if unsynced >= tc.counter_sync_period:
           counts = self._counter.increment(env_steps=unsynced)
           unsynced = 0
-          if counts['env_steps'] >= tc.env_step_budget or _stop_requested():
+          if counts['env_steps'] >= tc.env_step_budget or stop_requested():
             break
       counts = self._counter.increment(env_steps=unsynced,
                                        episodes=int(timestep.last()))
@@ -98,7 +95,7 @@ class ActorNode:
                       'episode_steps': episode_steps,
                       'elapsed_s': counts['elapsed_s']})
     logging.info('actor_%d: budget reached or stop requested; idle', self._id)
-    while not _stop_requested(1.0):
+    while not stop_requested(1.0):
       pass
 
 
@@ -163,7 +160,7 @@ class EvaluatorNode:
       counts = self._counter.get_counts()
       next_eval = (counts['env_steps'] // period + 1) * period \
           if counts['env_steps'] else 0
-      while not _stop_requested(1.0):
+      while not stop_requested(1.0):
         counts = self._counter.get_counts()
         if counts['env_steps'] >= self._tc.env_step_budget:
           continue  # the steps limiter runs the final evaluation

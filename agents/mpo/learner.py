@@ -269,23 +269,22 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   return new_state, metrics
 
 
-def make_update(cfg: MPOConfig):
+def make_update(cfg: MPOConfig, all_steps_metrics: bool = False):
   """A jitted update(state, batches) running K = batches' leading dim steps.
 
   batches: a Batch whose fields have shape [K, B, ...]. Returns the new state
-  and the last step's metrics (with 'skipped_in_call' over all K).
+  and the last step's metrics (with 'skipped_in_call' over all K); with
+  `all_steps_metrics`, every metric has a leading [K] axis instead, so a
+  caller can log every learner step.
   """
   def update(state: LearnerState, batches: Batch):
     skipped0 = state.skipped
-
-    def body(s, b):
-      s, m = sgd_step(cfg, s, b)
-      return s, m
-
-    state, metrics = jax.lax.scan(body, state, batches)
-    last = jax.tree_util.tree_map(lambda x: x[-1], metrics)
-    last['skipped_in_call'] = state.skipped - skipped0
-    return state, last
+    state, metrics = jax.lax.scan(lambda s, b: sgd_step(cfg, s, b), state,
+                                  batches)
+    if not all_steps_metrics:
+      metrics = jax.tree_util.tree_map(lambda x: x[-1], metrics)
+    metrics['skipped_in_call'] = state.skipped - skipped0
+    return state, metrics
 
   return jax.jit(update, donate_argnums=(0,))
 

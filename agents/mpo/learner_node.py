@@ -20,13 +20,10 @@ import numpy as np
 from agents.common import checkpointing
 from agents.common import logs
 from agents.common import replay
+from agents.common.lifecycle import stop_requested
 from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import learner as learner_lib
 
-
-def _stop_requested(timeout: float = 0.0) -> bool:
-  import launchpad as lp
-  return bool(lp.wait_for_stop(timeout))
 
 
 class LearnerNode:
@@ -40,7 +37,7 @@ class LearnerNode:
     self._replay_address = replay_client.server_address
     self._counter = counter
     self._lock = threading.Lock()
-    self._update = learner_lib.make_update(self._cfg)
+    self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
     state = learner_lib.init(self._cfg, dims, seed=train_config.seed)
     latest = checkpointing.latest(self._run_dir.learner_checkpoints)
     if resume and latest is not None:
@@ -54,6 +51,9 @@ class LearnerNode:
     self._device = str(jax.devices()[0])
     self._logger = logs.Logger(self._run_dir.logs, 'learner',
                                tensorboard=train_config.tensorboard)
+    # TensorBoard gets every 100th row: per-step event writes cost more
+    # than the CSV rows do.
+    self._tb_every = 100 * train_config.learner_log_every
 
   # Courier methods -------------------------------------------------------
 
@@ -102,24 +102,29 @@ class LearnerNode:
       return None
     k, every = self._cfg.sgd_steps_per_call, self._tc.learner_log_every
     with self._lock:
-      before = int(self._state.steps)
       self._state, metrics = self._update(self._state, batch)
       self._published = jax.device_get(self._state.policy)
-      steps = int(metrics['learner_steps'])
+    metrics = jax.device_get(metrics)
     counts = self._counter.increment(learner_steps=k)
     self._counts = counts
-    if steps // every != before // every:
-      row = {name: float(np.asarray(v)) for name, v in metrics.items()}
-      row.update(env_steps=counts['env_steps'], learner_steps=steps,
-                 elapsed_s=counts['elapsed_s'])
-      self._logger.write(row)
+    # One row per learner step (or every `every`), all with the global env
+    # steps seen after this call.
+    for i in range(k):
+      step = int(metrics['learner_steps'][i])
+      if step % every == 0:
+        row = {name: float(np.asarray(v)[i]) for name, v in metrics.items()
+               if np.ndim(v) == 1}
+        row.update(env_steps=counts['env_steps'], learner_steps=step,
+                   elapsed_s=counts['elapsed_s'],
+                   skipped_in_call=int(metrics['skipped_in_call']))
+        self._logger.write(row, tensorboard=step % self._tb_every == 0)
     return counts
 
   def _run(self):
     logging.info('learner: JAX device %s', self._device)
     self._counter.set_extra(learner_device=self._device)
     last_ckpt = time.monotonic()
-    while not _stop_requested():
+    while not stop_requested():
       self.step(timeout=1.0)
       if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
         self.save_checkpoint()
