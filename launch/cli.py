@@ -146,12 +146,17 @@ def _progress_line(progress: dict) -> str:
 
 def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
   tty = sys.stdout.isatty()
+  device_shown = False
   while not stop.wait(period):
     try:
       with open(path) as f:
-        line = _progress_line(json.load(f))
+        progress = json.load(f)
+      line = _progress_line(progress)
     except (OSError, ValueError, KeyError):
       continue
+    if not device_shown and progress.get('learner_device'):
+      print(f"learner device: {progress['learner_device']}", flush=True)
+      device_shown = True
     print(('\r' + line) if tty else line, end='' if tty else '\n',
           flush=True)
 

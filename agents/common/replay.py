@@ -5,9 +5,11 @@ SampleToInsertRatio: the learner cannot sample faster than
 `samples_per_insert` per inserted item (± error_buffer), and actors block on
 insert when the learner falls behind, so a slow learner throttles the actors.
 
-Transitions come from Acme's NStepTransitionAdder, whose `discount` holds one
-factor of γ fewer than the bootstrap needs (Γ = d₀·γd₁·…·γ^{n-1}d_{n-1});
-`to_batch` multiplies by γ once, giving the learner the whole multiplier.
+Transitions follow Acme's NStepTransitionAdder convention (and its table
+signature): `discount` holds one factor of γ fewer than the bootstrap needs
+(Γ = d₀·γd₁·…·γ^{n-1}d_{n-1}); `to_batch` multiplies by γ once, giving the
+learner the whole multiplier. `NStepAdder` writes them at a fraction of
+Acme's adder's per-step cost.
 """
 
 from __future__ import annotations
@@ -70,32 +72,102 @@ def _interruptible(call, should_stop: Callable[[], bool]):
   return wrapped
 
 
+class NStepAdder:
+  """Writes n-step transitions of one actor's episodes to a Reverb table.
+
+  The transitions of Acme's NStepTransitionAdder (tested side by side), for
+  a fraction of its per-step cost, except that Acme also writes shorter
+  transitions (1…n-1 steps) from each episode's first state; here every
+  start state gets one transition, so initial states are not oversampled: the n-step return is accumulated
+  incrementally in numpy and each transition is one `append` and one
+  `create_item`. For a start step t with m = min(n, steps left) steps:
+    reward   R = r_t + γ d_t r_{t+1} + … + γ^{m-1} d_t…d_{t+m-2} r_{t+m-1}
+    discount Γ = γ^{m-1} d_t…d_{t+m-1}   (the learner multiplies by γ once)
+  The writer's flush (which bounds items in flight, and blocks when the rate
+  limiter does) runs every `flush_every` steps in short slices, giving up
+  with `Stopped` once `should_stop()` is true.
+  """
+
+  def __init__(self, client, *, n_step: int, discount: float,
+               table: str = TABLE, should_stop: Callable[[], bool] = lambda:
+               False, flush_every: int = 10, max_in_flight_items: int = 5):
+    self._client = client
+    self._n = n_step
+    self._gamma = np.float32(discount)
+    self._table = table
+    self._should_stop = should_stop
+    self._flush_every = flush_every
+    self._max_in_flight = max_in_flight_items
+    self._writer = None
+    self._pending: list = []   # [obs, action, return, coef, gamma_prod]
+    self._obs = None
+    self._since_flush = 0
+
+  def _ensure_writer(self):
+    if self._writer is None:
+      self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+      self._flush = _interruptible(self._writer.flush, self._should_stop)
+      self._end = _interruptible(self._writer.end_episode, self._should_stop)
+
+  def add_first(self, timestep: dm_env.TimeStep) -> None:
+    self._ensure_writer()
+    if self._pending:
+      raise ValueError('add_first called before the previous episode ended')
+    self._obs = np.asarray(timestep.observation)
+
+  def add(self, action, next_timestep: dm_env.TimeStep, extras=()) -> None:
+    del extras
+    if self._obs is None:
+      raise ValueError('add called before add_first')
+    r = np.float32(next_timestep.reward)
+    d = np.float32(next_timestep.discount)
+    self._pending.append([self._obs, np.asarray(action), np.float32(0.0),
+                          np.float32(1.0), np.float32(1.0)])
+    for p in self._pending:
+      p[2] = p[2] + p[3] * r          # return
+      p[4] = p[3] * d                 # γ^{k} d_t…d_{t+k}
+      p[3] = p[3] * d * self._gamma   # weight of the next reward
+    next_obs = np.asarray(next_timestep.observation)
+    if len(self._pending) == self._n:
+      self._write(self._pending.pop(0), next_obs)
+    if next_timestep.last():
+      while self._pending:
+        self._write(self._pending.pop(0), next_obs)
+      self._end(clear_buffers=True)
+      self._obs, self._since_flush = None, 0
+    else:
+      self._obs = next_obs
+      self._since_flush += 1
+      if self._since_flush >= self._flush_every:
+        self._flush(self._max_in_flight)
+        self._since_flush = 0
+
+  def _write(self, p, next_obs) -> None:
+    from acme import types
+    obs, action, ret, _, gamma_prod = p
+    self._writer.append(dict(observation=obs, action=action,
+                             reward=np.asarray(ret, np.float32),
+                             discount=np.asarray(gamma_prod, np.float32),
+                             next_observation=next_obs))
+    h = self._writer.history
+    self._writer.create_item(self._table, 1.0, types.Transition(
+        observation=h['observation'][-1], action=h['action'][-1],
+        reward=h['reward'][-1], discount=h['discount'][-1],
+        next_observation=h['next_observation'][-1], extras=()))
+
+  def reset(self) -> None:
+    self._pending, self._obs = [], None
+    if self._writer is not None:
+      self._end(clear_buffers=True)
+
+
 def make_adder(server_address: str, *, n_step: int, discount: float,
                should_stop: Callable[[], bool] = lambda: False,
-               table: str = TABLE):
-  """An n-step transition adder whose blocking writes can be interrupted.
-
-  When the learner stops sampling, SampleToInsertRatio blocks inserts, and
-  Acme's adder would wait forever inside `flush`; here it raises `Stopped`
-  once `should_stop()` says the program is stopping.
-  """
+               flush_every: int = 10, table: str = TABLE) -> NStepAdder:
   import reverb
-  from acme.adders.reverb import NStepTransitionAdder
-
-  class _Adder(NStepTransitionAdder):
-
-    @property
-    def _writer(self):
-      writer = super()._writer
-      if not getattr(writer, '_tandem_interruptible', False):
-        writer.flush = _interruptible(writer.flush, should_stop)
-        writer.end_episode = _interruptible(writer.end_episode, should_stop)
-        writer._tandem_interruptible = True
-      return writer
-
-  client = reverb.Client(server_address)
-  return _Adder(client, n_step=n_step, discount=discount,
-                priority_fns={table: None})
+  return NStepAdder(reverb.Client(server_address), n_step=n_step,
+                    discount=discount, table=table, should_stop=should_stop,
+                    flush_every=flush_every)
 
 
 def to_batch(data, discount: float, k: int, b: int) -> learner_lib.Batch:

@@ -108,7 +108,7 @@ def run_episodes(env, policy_params, mean_fn, episodes: int) -> list[float]:
     timestep = env.reset()
     total = 0.0
     while not timestep.last():
-      obs = jax.device_put(np.asarray(timestep.observation), device)
+      obs = np.asarray(timestep.observation, np.float32)
       timestep = env.step(np.asarray(mean_fn(params, obs)))
       total += float(timestep.reward)
     returns.append(total)

@@ -26,8 +26,9 @@ def cpu_device():
 def make_policy_fns(cfg: MPOConfig):
   """Returns jitted (sample, mean) policies for a single observation.
 
-  sample(params, key, obs[O]) -> action[D]: a draw from π(·|s), clipped to
-  [-1, 1] (the environment's normalised box) for acting.
+  sample(params, key, obs[O]) -> (action[D], next key): a draw from π(·|s),
+  clipped to [-1, 1] (the environment's normalised box) for acting; the key
+  is split inside, so acting costs one dispatch per step.
   mean(params, obs[O]) -> action[D]: the clipped mean, for evaluation.
   """
   def dist(params, obs):
@@ -35,9 +36,10 @@ def make_policy_fns(cfg: MPOConfig):
                                  min_scale=cfg.policy_min_scale)
 
   def sample(params, key, obs):
+    key, sub = jax.random.split(key)
     d = dist(params, obs)
-    a = d.mean + d.stddev * jax.random.normal(key, d.mean.shape)
-    return jnp.clip(a, -1.0, 1.0)
+    a = d.mean + d.stddev * jax.random.normal(sub, d.mean.shape)
+    return jnp.clip(a, -1.0, 1.0), key
 
   def mean(params, obs):
     return jnp.clip(dist(params, obs).mean, -1.0, 1.0)
@@ -72,12 +74,13 @@ class Actor:
     return self._params
 
   def select_action(self, observation: np.ndarray) -> np.ndarray:
-    obs = jax.device_put(np.asarray(observation, np.float32), self._device)
+    # Params and key are committed to the CPU device, so the call runs there
+    # and the numpy observation follows them without an explicit transfer.
+    obs = np.asarray(observation, np.float32)
     if self._deterministic:
       action = self._mean(self._params, obs)
     else:
-      self._key, sub = jax.random.split(self._key)
-      action = self._sample(self._params, sub, obs)
+      action, self._key = self._sample(self._params, self._key, obs)
     return np.asarray(action)
 
   def observe_first(self, timestep: dm_env.TimeStep) -> None:
