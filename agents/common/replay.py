@@ -90,7 +90,8 @@ class NStepAdder:
 
   def __init__(self, client, *, n_step: int, discount: float,
                table: str = TABLE, should_stop: Callable[[], bool] = lambda:
-               False, flush_every: int = 10, max_in_flight_items: int = 5):
+               False, flush_every: int = 10, max_in_flight_items: int = 5,
+               keep_alive: int = 16):
     self._client = client
     self._n = n_step
     self._gamma = np.float32(discount)
@@ -98,14 +99,20 @@ class NStepAdder:
     self._should_stop = should_stop
     self._flush_every = flush_every
     self._max_in_flight = max_in_flight_items
+    # Items reference only the last step, but a longer keep-alive lets Reverb
+    # auto-tune chunks of several steps: fewer compressions and messages.
+    self._keep_alive = keep_alive
     self._writer = None
+    self._history = None
     self._pending: list = []   # [obs, action, return, coef, gamma_prod]
     self._obs = None
     self._since_flush = 0
 
   def _ensure_writer(self):
     if self._writer is None:
-      self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+      self._writer = self._client.trajectory_writer(
+          num_keep_alive_refs=self._keep_alive)
+      self._history = None
       self._flush = _interruptible(self._writer.flush, self._should_stop)
       self._end = _interruptible(self._writer.end_episode, self._should_stop)
 
@@ -149,7 +156,11 @@ class NStepAdder:
                              reward=np.asarray(ret, np.float32),
                              discount=np.asarray(gamma_prod, np.float32),
                              next_observation=next_obs))
-    h = self._writer.history
+    # The history's columns persist across appends; building the history
+    # view costs a tree walk, so take it once per writer.
+    if self._history is None:
+      self._history = self._writer.history
+    h = self._history
     self._writer.create_item(self._table, 1.0, types.Transition(
         observation=h['observation'][-1], action=h['action'][-1],
         reward=h['reward'][-1], discount=h['discount'][-1],
