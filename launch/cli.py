@@ -242,9 +242,11 @@ def train(args, extra) -> int:
           f'{run_dir})', file=sys.stderr)
     return EXIT_FAILED
   if not os.path.exists(rd.final):
+    # No node failed, yet the budget was not reached: the program was
+    # stopped from outside (Ctrl-C, SIGTERM); the nodes saved their state.
     print(f'\nprogram stopped before its budget; continue with: tandem train '
           f'--resume {run_dir}', file=sys.stderr)
-    return EXIT_FAILED
+    return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)
   print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "

@@ -14,7 +14,7 @@ import time
 
 from agents.common import counting
 from agents.common import files
-from agents.common.lifecycle import stop_requested
+from agents.common.lifecycle import Stopping, call, stop_requested
 from agents.common.rundir import RunDir, capture_errors
 
 
@@ -71,20 +71,27 @@ class StepsLimiter:
   def run(self):
     import launchpad as lp
     with capture_errors(self._rd, 'limiter'):
-      while not stop_requested(1.0):
-        if self._counter.get_counts()['env_steps'] >= self._budget:
-          break
-      else:
-        return  # someone else stopped the program
+      try:
+        while not stop_requested(1.0):
+          if call(self._counter, 'get_counts')['env_steps'] >= self._budget:
+            break
+        else:
+          return  # someone else stopped the program
+      except Stopping:
+        return
       logging.info('limiter: budget of %d env steps reached', self._budget)
-      final = self._evaluator.evaluate_now(self._episodes, 'final')
-      checkpoint = self._learner.save_checkpoint()
-      self._counter.set_extra(finished=True)
-      self._counter.save()
+      try:
+        final = call(self._evaluator, 'evaluate_now', self._episodes, 'final')
+        checkpoint = call(self._learner, 'save_checkpoint')
+        call(self._counter, 'set_extra', finished=True)
+        call(self._counter, 'save')
+        counts = call(self._counter, 'get_counts')
+      except Stopping:
+        return  # stopped during the final steps: no final.json
       files.write_json_atomic(self._rd.final, {
           'final_eval_return': final['eval_return'],
           'final_eval_returns_min_max': [final['eval_return_min'],
                                          final['eval_return_max']],
-          'counts': self._counter.get_counts(),
-          'budget': self._budget, 'learner_checkpoint': checkpoint})
+          'counts': counts, 'budget': self._budget,
+          'learner_checkpoint': checkpoint})
     lp.stop()

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import dm_env
 import numpy as np
 
+from agents.common import lifecycle
 from agents.mpo import learner as learner_lib
 
 TABLE = 'transitions'
@@ -47,8 +48,8 @@ def environment_spec(environment: dm_env.Environment):
   return specs.make_environment_spec(environment)
 
 
-class Stopped(Exception):
-  """Raised inside a blocked replay call once the program asked to stop."""
+# Raised inside a blocked replay write once the program asked to stop.
+Stopped = lifecycle.Stopping
 
 
 _POLL_MS = 500

@@ -20,7 +20,7 @@ import numpy as np
 from agents.common import environments
 from agents.common import logs
 from agents.common import replay
-from agents.common.lifecycle import stop_requested
+from agents.common.lifecycle import Stopping, call, stop_requested
 from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import actor as actor_lib
 
@@ -45,8 +45,8 @@ class ActorNode:
     with capture_errors(self._run_dir, f'actor_{self._id}'):
       try:
         self._run()
-      except replay.Stopped:
-        logging.info('actor_%d: stopped while replay was full', self._id)
+      except Stopping:
+        logging.info('actor_%d: stopped mid-call (replay or RPC)', self._id)
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo
@@ -55,14 +55,15 @@ class ActorNode:
     adder = replay.make_adder(self._replay_address, n_step=cfg.n_step,
                               discount=cfg.discount,
                               should_stop=stop_requested)
+    get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
-        cfg, self._learner.get_variables(), seed=tc.seed * 1000 + self._id,
-        variable_source=self._learner.get_variables,
+        cfg, get_variables(), seed=tc.seed * 1000 + self._id,
+        variable_source=get_variables,
         update_period=tc.actor_update_period, adder=adder)
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
                          tensorboard=False)
     crash_after = tc.fault_injection_actor_crash_after if self._id == 0 else 0
-    unsynced, total, counts = 0, 0, self._counter.get_counts()
+    unsynced, total, counts = 0, 0, call(self._counter, 'get_counts')
     while counts['env_steps'] < tc.env_step_budget and not stop_requested():
       timestep = env.reset()
       actor.observe_first(timestep)
@@ -81,12 +82,12 @@ class ActorNode:
                               f'{total} env steps (fault_injection_actor_'
                               'crash_after)')
         if unsynced >= tc.counter_sync_period:
-          counts = self._counter.increment(env_steps=unsynced)
+          counts = call(self._counter, 'increment', env_steps=unsynced)
           unsynced = 0
           if counts['env_steps'] >= tc.env_step_budget or stop_requested():
             break
-      counts = self._counter.increment(env_steps=unsynced,
-                                       episodes=int(timestep.last()))
+      counts = call(self._counter, 'increment', env_steps=unsynced,
+                    episodes=int(timestep.last()))
       unsynced = 0
       if timestep.last():
         logger.write({'env_steps': counts['env_steps'],
@@ -138,8 +139,8 @@ class EvaluatorNode:
     """Evaluates the learner's latest policy; logs and returns the result."""
     with self._lock:
       self._setup()
-      counts = self._counter.get_counts()
-      params = self._learner.get_variables()
+      counts = call(self._counter, 'get_counts')
+      params = call(self._learner, 'get_variables')
       returns = run_episodes(self._env, params, self._mean,
                              episodes or self._tc.eval_episodes)
       row = {'env_steps': counts['env_steps'],
@@ -150,20 +151,26 @@ class EvaluatorNode:
              'eval_return_max': float(np.max(returns)),
              'final': int(label == 'final')}
       self._logger.write(row)
-      self._counter.set_extra(last_eval_return=row['eval_return'],
-                              last_eval_env_steps=counts['env_steps'])
+      call(self._counter, 'set_extra', last_eval_return=row['eval_return'],
+           last_eval_env_steps=counts['env_steps'])
       return row
 
   def run(self):
     with capture_errors(self._run_dir, 'evaluator'):
-      period = self._tc.eval_period_env_steps
-      counts = self._counter.get_counts()
-      next_eval = (counts['env_steps'] // period + 1) * period \
-          if counts['env_steps'] else 0
-      while not stop_requested(1.0):
-        counts = self._counter.get_counts()
-        if counts['env_steps'] >= self._tc.env_step_budget:
-          continue  # the steps limiter runs the final evaluation
-        if counts['env_steps'] >= next_eval:
-          self.evaluate_now()
-          next_eval = (counts['env_steps'] // period + 1) * period
+      try:
+        self._loop()
+      except Stopping:
+        pass
+
+  def _loop(self):
+    period = self._tc.eval_period_env_steps
+    counts = call(self._counter, 'get_counts')
+    next_eval = (counts['env_steps'] // period + 1) * period \
+        if counts['env_steps'] else 0
+    while not stop_requested(1.0):
+      counts = call(self._counter, 'get_counts')
+      if counts['env_steps'] >= self._tc.env_step_budget:
+        continue  # the steps limiter runs the final evaluation
+      if counts['env_steps'] >= next_eval:
+        self.evaluate_now()
+        next_eval = (counts['env_steps'] // period + 1) * period

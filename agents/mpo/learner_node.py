@@ -20,7 +20,7 @@ import numpy as np
 from agents.common import checkpointing
 from agents.common import logs
 from agents.common import replay
-from agents.common.lifecycle import stop_requested
+from agents.common.lifecycle import Stopping, call, stop_requested
 from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import learner as learner_lib
 
@@ -105,7 +105,7 @@ class LearnerNode:
       self._state, metrics = self._update(self._state, batch)
       self._published = jax.device_get(self._state.policy)
     metrics = jax.device_get(metrics)
-    counts = self._counter.increment(learner_steps=k)
+    counts = call(self._counter, 'increment', learner_steps=k)
     self._counts = counts
     # One row per learner step (or every `every`), all with the global env
     # steps seen after this call.
@@ -122,13 +122,16 @@ class LearnerNode:
 
   def _run(self):
     logging.info('learner: JAX device %s', self._device)
-    self._counter.set_extra(learner_device=self._device)
     last_ckpt = time.monotonic()
-    while not stop_requested():
-      self.step(timeout=1.0)
-      if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
-        self.save_checkpoint()
-        last_ckpt = time.monotonic()
+    try:
+      call(self._counter, 'set_extra', learner_device=self._device)
+      while not stop_requested():
+        self.step(timeout=1.0)
+        if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
+          self.save_checkpoint()
+          last_ckpt = time.monotonic()
+    except Stopping:
+      pass
     # Stop requested: the stop handler's work, done between updates.
     if self._batches is not None:
       self._batches.close()

@@ -80,3 +80,39 @@ def test_crashing_actor_stops_program_nonzero_naming_it(runs_root):
   assert checkpointing.read_metadata(latest)['counts']['env_steps'] >= 1000
   assert os.path.exists(os.path.join(run_dir, 'counter.json'))
   assert processes_mentioning(run_dir) == []
+
+
+def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
+  import signal
+  import subprocess
+  import sys
+  import time
+  from tests.integration.conftest import ROOT
+  run_dir = os.path.join(runs_root, 'intr')
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'launch.cli'] + TINY +
+      ['--runs_root', runs_root, '--name', 'intr', '--env_step_budget=10000000',
+       '--checkpoint_period_s=1000'],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
+  progress = os.path.join(run_dir, 'progress.json')
+  deadline = time.time() + 120
+  while time.time() < deadline:  # wait until the learner is training
+    try:
+      if json.load(open(progress))['counts']['learner_steps'] > 50:
+        break
+    except (OSError, ValueError, KeyError):
+      pass
+    time.sleep(0.5)
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  assert '--resume' in err
+  # With periodic checkpoints off, this one was written on the way down.
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None
+  assert checkpointing.read_metadata(latest)['counts']['learner_steps'] > 50
+  assert processes_mentioning(run_dir) == []
