@@ -129,13 +129,10 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
   actions = networks.gaussian_sample(key_estep, target_pi, n)
   next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
   tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
-  # One critic call over [2N, B] rows: E-step and bootstrap together.
-  q_both = networks.apply_critic(
-      state.target_critic,
-      jnp.concatenate([tile(batch.observation),
-                       tile(batch.next_observation)]),
-      jnp.concatenate([actions, next_actions]))
-  q, q_next = q_both[:n], q_both[n:]
+  q = networks.apply_critic(state.target_critic, tile(batch.observation),
+                            actions)
+  q_next = networks.apply_critic(state.target_critic,
+                                 tile(batch.next_observation), next_actions)
   td_target = batch.reward + batch.discount * jnp.mean(q_next, axis=0)
   penalty_q = (losses.action_penalty_q(actions) if cfg.action_penalization
                else None)
