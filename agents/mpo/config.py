@@ -102,6 +102,15 @@ class OptimizerConfig:
                           self.final_fraction)
 
 
+def _optimizer_field(owner, field, value, choices):
+  # The name is re-checked here: an OptimizerConfig built for one group may
+  # be placed in another with a narrower set of optimizers.
+  if not isinstance(value, OptimizerConfig):
+    _fail(owner, field, 'an OptimizerConfig', value)
+  if value.name not in choices:
+    _fail(owner, field + '.name', f'one of {list(choices)}', value.name)
+
+
 def dual_optimizer(name: str = 'adam', learning_rate: float = 1e-2,
                    group: str = 'temperature', **kw) -> OptimizerConfig:
   return OptimizerConfig(name, learning_rate, owner=f'DualConfig.{group}_optimizer',
@@ -140,11 +149,7 @@ class DualConfig:
     o = 'DualConfig'
     _int_at_least(o, 'num_steps', self.num_steps, 1)
     for f in ('temperature_optimizer', 'alpha_optimizer'):
-      v = getattr(self, f)
-      if not isinstance(v, OptimizerConfig):
-        _fail(o, f, 'an OptimizerConfig', v)
-      if v.name not in DUAL_OPTIMIZERS:
-        _fail(o, f + '.name', f'one of {list(DUAL_OPTIMIZERS)}', v.name)
+      _optimizer_field(o, f, getattr(self, f), DUAL_OPTIMIZERS)
     _one_of(o, 'temperature_for_weights', self.temperature_for_weights,
             TEMPERATURE_FOR_WEIGHTS)
     _one_of(o, 'solver', self.solver, SOLVERS)
@@ -215,11 +220,7 @@ class MPOConfig:
     _int_at_least(o, 'n_step', self.n_step, 1)
     _int_at_least(o, 'batch_size', self.batch_size, 1)
     for f in ('policy_optimizer', 'critic_optimizer'):
-      v = getattr(self, f)
-      if not isinstance(v, OptimizerConfig):
-        _fail(o, f, 'an OptimizerConfig', v)
-      if v.name not in NETWORK_OPTIMIZERS:
-        _fail(o, f + '.name', f'one of {list(NETWORK_OPTIMIZERS)}', v.name)
+      _optimizer_field(o, f, getattr(self, f), NETWORK_OPTIMIZERS)
     if not isinstance(self.duals, DualConfig):
       _fail(o, 'duals', 'a DualConfig', self.duals)
     _one_of(o, 'target_update', self.target_update, TARGET_UPDATES)
