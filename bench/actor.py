@@ -5,8 +5,9 @@
 "raw": the dm_control environment stepped with precomputed random actions.
 "actor": what one actor process does per step: the Tandem environment wrapper
 (flatten, check, rescale), the jitted CPU policy (3×256 MLP, sampling), and
-the n-step adder writing to a Reverb table (in-process server, no rate
-limiting), with a parameter refresh every 100 steps. Rounds alternate
+the n-step adder writing to a Reverb table, with a parameter refresh every
+100 steps. The Reverb server runs in its own process, as the replay node does
+in the program (--server inprocess puts it in the actor's process). Rounds alternate
 raw/actor so machine noise hits both alike; the ratio is the median of
 per-round ratios. Ends with one JSON line.
 """
@@ -74,12 +75,27 @@ def actor_rate(name: str, seconds: float, address: str, params) -> float:
   return steps / (time.perf_counter() - start)
 
 
+def _serve(task: str, conn) -> None:
+  """Child process: a Reverb server for `task`'s transitions."""
+  import reverb
+  env = environments.make_environment(TASKS[task], seed=0)
+  table = replay.make_table(replay.environment_spec(env), max_size=200_000,
+                            min_size=1, samples_per_insert=1.0,
+                            error_buffer=1e9)
+  server = reverb.Server([table])
+  conn.send(server.port)
+  conn.recv()  # until the parent says stop
+  server.stop()
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--seconds', type=float, default=8.0)
   p.add_argument('--rounds', type=int, default=5)
   p.add_argument('--tasks', nargs='+', default=list(TASKS))
+  p.add_argument('--server', choices=('process', 'inprocess'),
+                 default='process')
   args = p.parse_args()
   import reverb
   result = {}
@@ -93,11 +109,21 @@ def main():
     state = learner_lib.init(cfg, learner_lib.Dims(dims.observation_dim,
                                                    dims.action_dim), 0)
     params = jax.device_get(state.policy)
-    table = replay.make_table(replay.environment_spec(env), max_size=200_000,
-                              min_size=1, samples_per_insert=1.0,
-                              error_buffer=1e9)
-    server = reverb.Server([table])
-    address = f'localhost:{server.port}'
+    if args.server == 'inprocess':
+      table = replay.make_table(replay.environment_spec(env),
+                                max_size=200_000, min_size=1,
+                                samples_per_insert=1.0, error_buffer=1e9)
+      server = reverb.Server([table])
+      port, stop = server.port, server.stop
+    else:
+      import multiprocessing as mp
+      ctx = mp.get_context('spawn')
+      parent, child = ctx.Pipe()
+      proc = ctx.Process(target=_serve, args=(task, child), daemon=True)
+      proc.start()
+      port = parent.recv()
+      stop = lambda: (parent.send('stop'), proc.join(10))
+    address = f'localhost:{port}'
     actor_rate(name, 1.0, address, params)  # compile, warm up
     raws, actors, ratios = [], [], []
     for _ in range(args.rounds):
@@ -106,7 +132,7 @@ def main():
       raws.append(r)
       actors.append(a)
       ratios.append(a / r)
-    server.stop()
+    stop()
     ratio = statistics.median(ratios)
     result[f'actor_to_raw_ratio.{task}'] = round(ratio, 3)
     result[f'actor_steps_per_s.{task}'] = round(statistics.median(actors), 1)
