@@ -187,6 +187,7 @@ def update_temperatures(cfg: DualConfig, state: DualState, q: jax.Array,
   p = state.params
   before = positive(p.temperature, f), positive(p.penalty_temperature, f)
   opt_state, iterations = state.temperature_opt, jnp.int32(0)
+  best = None  # the dual's minimiser, when this step already solved for it
 
   def solve(values, eps, init_t):
     return solve_temperature(values, eps, floor=f,
@@ -197,6 +198,7 @@ def update_temperatures(cfg: DualConfig, state: DualState, q: jax.Array,
   if cfg.solver == 'exact':
     info = solve(q, epsilon, before[0])
     new_t, iterations = inverse_positive(info.temperature, f), info.iterations
+    best = info.temperature
     new_pt = p.penalty_temperature
     if penalty_q is not None:
       new_pt = inverse_positive(solve(penalty_q, epsilon_penalty,
@@ -217,7 +219,8 @@ def update_temperatures(cfg: DualConfig, state: DualState, q: jax.Array,
 
   after = positive(new_t, f), positive(new_pt, f)
   if cfg.log_residual:
-    best = solve(q, epsilon, after[0]).temperature
+    if best is None:
+      best = solve(q, epsilon, after[0]).temperature
     residual = (losses.temperature_dual(q, epsilon, after[0]) -
                 losses.temperature_dual(q, epsilon, best))
   else:
