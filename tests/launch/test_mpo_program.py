@@ -1,0 +1,22 @@
+"""Program wiring: groups, and which nodes may see an accelerator."""
+
+from configs import mpo as named
+from launch import config as config_lib
+from launch import mpo
+
+
+def test_cpu_only_groups_hide_accelerators_and_learner_does_not():
+  res = mpo.local_resources('local_mp')
+  for group in ('actor', 'evaluator', 'replay', 'counter', 'limiter'):
+    assert res[group].env['CUDA_VISIBLE_DEVICES'] == ''
+    assert res[group].env['JAX_PLATFORMS'] == 'cpu'
+  assert 'learner' not in res  # the learner takes the accelerator if any
+  assert mpo.local_resources('local_mt') == {}
+
+
+def test_program_has_the_designed_nodes(tmp_path):
+  tc = config_lib.apply_overrides(named.tiny(), {'num_actors': 3})
+  program = mpo.build_program(tc, str(tmp_path))
+  sizes = {g: len(nodes) for g, nodes in program.groups.items()}
+  assert sizes == {'replay': 1, 'counter': 1, 'learner': 1, 'actor': 3,
+                   'evaluator': 1, 'limiter': 1}
