@@ -79,9 +79,9 @@ class NStepAdder:
   The transitions of Acme's NStepTransitionAdder (tested side by side), for
   a fraction of its per-step cost, except that Acme also writes shorter
   transitions (1…n-1 steps) from each episode's first state; here every
-  start state gets one transition, so initial states are not oversampled: the n-step return is accumulated
-  incrementally in numpy and each transition is one `append` and one
-  `create_item`. For a start step t with m = min(n, steps left) steps:
+  start state gets one transition, so initial states are not oversampled.
+  The n-step return is accumulated incrementally in numpy and each
+  transition is one `append` and one `create_item`. For a start step t with m = min(n, steps left) steps:
     reward   R = r_t + γ d_t r_{t+1} + … + γ^{m-1} d_t…d_{t+m-2} r_{t+m-1}
     discount Γ = γ^{m-1} d_t…d_{t+m-1}   (the learner multiplies by γ once)
   The writer's flush (which bounds items in flight, and blocks when the rate
@@ -113,7 +113,6 @@ class NStepAdder:
     if self._writer is None:
       self._writer = self._client.trajectory_writer(
           num_keep_alive_refs=self._keep_alive)
-      self._history = None
       self._flush = _interruptible(self._writer.flush, self._should_stop)
       self._end = _interruptible(self._writer.end_episode, self._should_stop)
 

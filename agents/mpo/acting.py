@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 
-import jax
 import numpy as np
 
 from agents.common import environments
@@ -100,17 +99,14 @@ class ActorNode:
       pass
 
 
-def run_episodes(env, policy_params, mean_fn, episodes: int) -> list[float]:
-  """Returns of `episodes` episodes of the deterministic (mean) policy."""
-  device = actor_lib.cpu_device()
-  params = jax.device_put(policy_params, device)
+def run_episodes(env, actor: actor_lib.Actor, episodes: int) -> list[float]:
+  """Returns of `episodes` episodes of `actor` (deterministic for eval)."""
   returns = []
   for _ in range(episodes):
     timestep = env.reset()
     total = 0.0
     while not timestep.last():
-      obs = np.asarray(timestep.observation, np.float32)
-      timestep = env.step(np.asarray(mean_fn(params, obs)))
+      timestep = env.step(actor.select_action(timestep.observation))
       total += float(timestep.reward)
     returns.append(total)
   return returns
@@ -126,7 +122,7 @@ class EvaluatorNode:
     self._lock = threading.Lock()
     self._env = None
     self._logger = None
-    _, self._mean = actor_lib.make_policy_fns(train_config.mpo)
+    self._actor = None
 
   def _setup(self):
     if self._env is None:
@@ -134,14 +130,18 @@ class EvaluatorNode:
           self._tc.env, seed=self._tc.seed * 1000 + 999)
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)
+      get_variables = lambda: call(self._learner, 'get_variables')
+      self._actor = actor_lib.Actor(self._tc.mpo, get_variables(), seed=0,
+                                    variable_source=get_variables,
+                                    deterministic=True)
 
   def evaluate_now(self, episodes: int = 0, label: str = 'periodic') -> dict:
     """Evaluates the learner's latest policy; logs and returns the result."""
     with self._lock:
       self._setup()
       counts = call(self._counter, 'get_counts')
-      params = call(self._learner, 'get_variables')
-      returns = run_episodes(self._env, params, self._mean,
+      self._actor.update(wait=True)  # the learner's latest policy
+      returns = run_episodes(self._env, self._actor,
                              episodes or self._tc.eval_episodes)
       row = {'env_steps': counts['env_steps'],
              'learner_steps': counts['learner_steps'],

@@ -65,22 +65,17 @@ class LearnerNode:
     with self._lock:
       return int(self._state.steps)
 
-  def device(self) -> str:
-    return self._device
-
   def save_checkpoint(self) -> str:
-    with self._lock:
-      return self._save_locked()
-
-  # ------------------------------------------------------------------------
-
-  def _save_locked(self) -> str:
     # The counts last seen, not a fresh call: at stop time the counter's
     # server may already be gone, and a call would block.
-    return checkpointing.save_numbered(
-        self._run_dir.learner_checkpoints, int(self._state.steps),
-        self._state, metadata={'counts': self._counts, 'env': self._tc.env},
-        keep=self._tc.checkpoints_to_keep)
+    with self._lock:
+      return checkpointing.save_numbered(
+          self._run_dir.learner_checkpoints, int(self._state.steps),
+          self._state, metadata={'counts': self._counts,
+                                 'env': self._tc.env},
+          keep=self._tc.checkpoints_to_keep)
+
+  # ------------------------------------------------------------------------
 
   def run(self):
     with capture_errors(self._run_dir, 'learner'):
