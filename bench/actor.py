@@ -25,6 +25,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 os.environ.setdefault('MUJOCO_GL', 'disable')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+# As the program sets for actor processes (launch/mpo.py): one BLAS thread,
+# since a second one spin-waits after every matrix-vector product.
+os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -57,7 +60,10 @@ def raw_rate(name: str, seconds: float) -> float:
 def actor_rate(name: str, seconds: float, address: str, params) -> float:
   cfg = MPOConfig()
   env = environments.make_environment(name, seed=2)
-  adder = replay.make_adder(address, n_step=cfg.n_step, discount=cfg.discount)
+  dims = environments.env_dims(env)
+  adder = replay.make_adder(
+      address, replay.TransitionLayout(dims.observation_dim, dims.action_dim),
+      n_step=cfg.n_step, discount=cfg.discount)
   actor = actor_lib.Actor(cfg, params, seed=0, variable_source=lambda: params,
                           update_period=100, adder=adder)
   ts = env.reset()
@@ -75,11 +81,16 @@ def actor_rate(name: str, seconds: float, address: str, params) -> float:
   return steps / (time.perf_counter() - start)
 
 
+def _layout(env) -> replay.TransitionLayout:
+  dims = environments.env_dims(env)
+  return replay.TransitionLayout(dims.observation_dim, dims.action_dim)
+
+
 def _serve(task: str, conn) -> None:
   """Child process: a Reverb server for `task`'s transitions."""
   import reverb
   env = environments.make_environment(TASKS[task], seed=0)
-  table = replay.make_table(replay.environment_spec(env), max_size=200_000,
+  table = replay.make_table(_layout(env), max_size=200_000,
                             min_size=1, samples_per_insert=1.0,
                             error_buffer=1e9)
   server = reverb.Server([table])
@@ -110,7 +121,7 @@ def main():
                                                    dims.action_dim), 0)
     params = jax.device_get(state.policy)
     if args.server == 'inprocess':
-      table = replay.make_table(replay.environment_spec(env),
+      table = replay.make_table(_layout(env),
                                 max_size=200_000, min_size=1,
                                 samples_per_insert=1.0, error_buffer=1e9)
       server = reverb.Server([table])

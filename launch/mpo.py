@@ -19,8 +19,13 @@ from agents.mpo import learner_node
 from launch.config import TrainConfig
 
 # Actors and evaluator never see an accelerator: JAX would otherwise reserve
-# most of the GPU's memory in every one of their processes.
-CPU_ONLY = {'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu'}
+# most of the GPU's memory in every one of their processes. They also get one
+# BLAS thread: their matrix-vector products are tiny, and OpenBLAS's second
+# thread spin-waits after each one, taking a core from the environment
+# (halved actor throughput in bench/actor.py).
+CPU_ONLY = {'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu',
+            'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1',
+            'MKL_NUM_THREADS': '1'}
 CPU_GROUPS = ('replay', 'counter', 'actor', 'evaluator', 'limiter')
 
 
@@ -33,13 +38,12 @@ def env_dims(env_name: str) -> learner_lib.Dims:
 
 def build_program(tc: TrainConfig, run_dir: str, resume: bool = False):
   import launchpad as lp
-  env = environments.make_environment(tc.env, seed=0)
-  spec = replay.environment_spec(env)
   dims = env_dims(tc.env)
+  layout = replay.TransitionLayout(dims.observation, dims.action)
 
   def replay_tables():
     return [replay.make_table(
-        spec, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
+        layout, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
         samples_per_insert=tc.samples_per_insert,
         error_buffer=tc.replay_error_buffer)]
 

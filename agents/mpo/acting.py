@@ -24,7 +24,6 @@ from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import actor as actor_lib
 
 
-
 class InjectedCrash(RuntimeError):
   """Raised by the fault-injection test hook."""
 
@@ -51,9 +50,11 @@ class ActorNode:
     tc, cfg = self._tc, self._tc.mpo
     env = environments.make_environment(tc.env, seed=tc.seed * 1000 +
                                         self._id + 1)
-    adder = replay.make_adder(self._replay_address, n_step=cfg.n_step,
-                              discount=cfg.discount,
-                              should_stop=stop_requested)
+    dims = environments.env_dims(env)
+    adder = replay.make_adder(
+        self._replay_address,
+        replay.TransitionLayout(dims.observation_dim, dims.action_dim),
+        n_step=cfg.n_step, discount=cfg.discount, should_stop=stop_requested)
     get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
         cfg, get_variables(), seed=tc.seed * 1000 + self._id,
@@ -61,6 +62,14 @@ class ActorNode:
         update_period=tc.actor_update_period, adder=adder)
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
                          tensorboard=False)
+    try:
+      self._act(env, actor, logger)
+    finally:
+      # Closes the writer's stream, so the replay server can stop promptly.
+      adder.close()
+
+  def _act(self, env, actor, logger):
+    tc = self._tc
     crash_after = tc.fault_injection_actor_crash_after if self._id == 0 else 0
     unsynced, total, counts = 0, 0, call(self._counter, 'get_counts')
     while counts['env_steps'] < tc.env_step_budget and not stop_requested():

@@ -1,9 +1,8 @@
-"""The MPO actor: a jitted policy on the CPU, and the acting loop's agent.
+"""The MPO actor: Acme's Actor interface over the numpy policy.
 
-Actors run on CPU only, whatever the machine has: the program also hides
-accelerators from their processes (launch/mpo.py), and every jitted call
-here is pinned to the CPU device, which matters under local_mt where all
-nodes share one process.
+Actors act on the CPU whatever the machine has, one observation per step, so
+the policy runs in numpy (agents/mpo/numpy_policy.py says why) and an actor
+process never starts an XLA runtime or touches an accelerator.
 """
 
 from __future__ import annotations
@@ -11,44 +10,17 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import dm_env
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from agents.mpo import networks
+from agents.mpo import numpy_policy
 from agents.mpo.config import MPOConfig
 
 
-def cpu_device():
-  return jax.devices('cpu')[0]
-
-
-def make_policy_fns(cfg: MPOConfig):
-  """Returns jitted (sample, mean) policies for a single observation.
-
-  sample(params, key, obs[O]) -> (action[D], next key): a draw from π(·|s),
-  clipped to [-1, 1] (the environment's normalised box) for acting; the key
-  is split inside, so acting costs one dispatch per step.
-  mean(params, obs[O]) -> action[D]: the clipped mean, for evaluation.
-  """
-  def dist(params, obs):
-    return networks.apply_policy(params, obs, init_scale=cfg.policy_init_scale,
-                                 min_scale=cfg.policy_min_scale)
-
-  def sample(params, key, obs):
-    key, sub = jax.random.split(key)
-    d = dist(params, obs)
-    a = d.mean + d.stddev * jax.random.normal(sub, d.mean.shape)
-    return jnp.clip(a, -1.0, 1.0), key
-
-  def mean(params, obs):
-    return jnp.clip(dist(params, obs).mean, -1.0, 1.0)
-
-  return jax.jit(sample), jax.jit(mean)
-
-
 class Actor:
-  """Acme's Actor interface: select_action, observe_first, observe, update.
+  """select_action, observe_first, observe, update (Acme's Actor interface).
+
+  Samples a ~ N(mean, stddev) clipped to the normalised box [-1, 1], or with
+  `deterministic` the clipped mean (evaluation).
 
   variable_source: a callable returning the latest policy params (a courier
     call to the learner in the distributed program), or None for fixed params.
@@ -59,10 +31,12 @@ class Actor:
                variable_source: Optional[Callable[[], dict]] = None,
                update_period: int = 100, adder=None,
                deterministic: bool = False):
-    self._sample, self._mean = make_policy_fns(cfg)
-    self._device = cpu_device()
-    self._params = jax.device_put(params, self._device)
-    self._key = jax.device_put(jax.random.PRNGKey(seed), self._device)
+    self._scales = dict(init_scale=cfg.policy_init_scale,
+                        min_scale=cfg.policy_min_scale)
+    self._params = numpy_policy.from_params(params)
+    d = self._params.heads_b.shape[0] // 2
+    self._low, self._high = -np.ones(d, np.float32), np.ones(d, np.float32)
+    self._rng = np.random.default_rng(seed)
     self._source = variable_source
     self._period = update_period
     self._adder = adder
@@ -70,18 +44,20 @@ class Actor:
     self._steps_since_update = 0
 
   @property
-  def params(self):
+  def params(self) -> numpy_policy.NumpyParams:
     return self._params
 
   def select_action(self, observation: np.ndarray) -> np.ndarray:
-    # Params and key are committed to the CPU device, so the call runs there
-    # and the numpy observation follows them without an explicit transfer.
+    """observation [O] -> action [D] float32 in [-1, 1]."""
     obs = np.asarray(observation, np.float32)
-    if self._deterministic:
-      action = self._mean(self._params, obs)
-    else:
-      action, self._key = self._sample(self._params, self._key, obs)
-    return np.asarray(action)
+    mean, stddev = numpy_policy.apply_policy(self._params, obs,
+                                             **self._scales)
+    if not self._deterministic:
+      noise = self._rng.standard_normal(mean.shape, np.float32)
+      noise *= stddev
+      mean += noise
+    # minimum/maximum with array bounds: a fraction of np.clip's overhead.
+    return np.minimum(np.maximum(mean, self._low), self._high)
 
   def observe_first(self, timestep: dm_env.TimeStep) -> None:
     if self._adder is not None:
@@ -97,5 +73,5 @@ class Actor:
     if self._source is None:
       return
     if wait or self._steps_since_update >= self._period:
-      self._params = jax.device_put(self._source(), self._device)
+      self._params = numpy_policy.from_params(self._source())
       self._steps_since_update = 0

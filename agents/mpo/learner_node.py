@@ -35,6 +35,7 @@ class LearnerNode:
     self._cfg = train_config.mpo
     self._run_dir = RunDir(run_dir)
     self._replay_address = replay_client.server_address
+    self._layout = replay.TransitionLayout(dims.observation, dims.action)
     self._counter = counter
     self._lock = threading.Lock()
     self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
@@ -84,7 +85,8 @@ class LearnerNode:
   def _stream(self) -> replay.BatchStream:
     if self._batches is None:
       self._batches = replay.BatchStream(
-          self._replay_address, batch_size=self._cfg.batch_size,
+          self._replay_address, self._layout,
+          batch_size=self._cfg.batch_size,
           steps_per_call=self._cfg.sgd_steps_per_call,
           discount=self._cfg.discount)
     return self._batches

@@ -1,5 +1,6 @@
-"""NStepAdder writes Acme's n-step transitions (each start state once); batches
-get γ once; blocked writes give up when the program stops."""
+"""Packed transition rows; NStepAdder writes Acme's n-step transitions (each
+start state once); batches get γ once; blocked writes give up when the program
+stops."""
 
 import dm_env
 from dm_env import specs
@@ -35,22 +36,62 @@ def _episode(rng, length, terminal):
   return steps, actions
 
 
-def _fifo_table(name):
-  from acme.adders.reverb import NStepTransitionAdder
+LAYOUT = replay.TransitionLayout(observation_dim=3, action_dim=2)
+
+
+def _fifo_table(name, signature):
   return reverb.Table(
       name=name, sampler=reverb.selectors.Fifo(),
       remover=reverb.selectors.Fifo(), max_size=10_000, max_times_sampled=1,
-      rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=NStepTransitionAdder.signature(_spec()))
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+
+
+def test_layout_pack_unpack_round_trip():
+  rng = np.random.default_rng(0)
+  obs, next_obs = rng.normal(size=(2, 3)).astype(np.float32)
+  action = rng.normal(size=2).astype(np.float32)
+  row = LAYOUT.pack(obs, action, 1.5, 0.25, next_obs)
+  assert row.shape == (LAYOUT.width,) == (10,) and row.dtype == np.float32
+  fields = LAYOUT.unpack(np.stack([row, 2 * row]))
+  np.testing.assert_array_equal(fields['observation'], [obs, 2 * obs])
+  np.testing.assert_array_equal(fields['action'][0], action)
+  np.testing.assert_array_equal(fields['reward'], [1.5, 3.0])
+  np.testing.assert_array_equal(fields['discount'], [0.25, 0.5])
+  np.testing.assert_array_equal(fields['next_observation'][1], 2 * next_obs)
+
+
+def test_unpack_rejects_rows_of_another_layout():
+  with pytest.raises(ValueError, match=r'width 11.*O=3, D=2.*needs 10'):
+    LAYOUT.unpack(np.zeros((4, 11), np.float32))
+
+
+def test_table_rejects_rows_of_the_wrong_width():
+  server = reverb.Server([replay.make_table(
+      LAYOUT, max_size=10, min_size=1, samples_per_insert=1.0,
+      error_buffer=100.0)])
+  client = reverb.Client(f'localhost:{server.port}')
+  wrong = replay.NStepAdder(client, replay.TransitionLayout(4, 2), n_step=1,
+                            discount=0.9)
+  wrong.add_first(dm_env.restart(np.zeros(4, np.float32)))
+  with pytest.raises(ValueError, match='signature'):
+    wrong.add(np.zeros(2, np.float32),
+              dm_env.transition(np.float32(1.0), np.zeros(4, np.float32),
+                                np.float32(1.0)))
+  server.stop()
 
 
 @pytest.mark.parametrize('n_step', [1, 3, 5])
 def test_same_transitions_as_acme_adder(n_step):
   from acme.adders.reverb import NStepTransitionAdder
-  server = reverb.Server([_fifo_table('ours'), _fifo_table('acme')])
+  import tensorflow as tf
+  server = reverb.Server([
+      _fifo_table('ours', {replay.COLUMN: tf.TensorSpec([LAYOUT.width],
+                                                        tf.float32)}),
+      _fifo_table('acme', NStepTransitionAdder.signature(_spec()))])
   client = reverb.Client(f'localhost:{server.port}')
-  ours = replay.NStepAdder(client, n_step=n_step, discount=0.9,
-                           table='ours', flush_every=3)
+  ours = replay.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
+                           table='ours', flush_every=3,
+                           max_in_flight_items=1)
   acme = NStepTransitionAdder(client, n_step=n_step, discount=0.9,
                               priority_fns={'acme': None})
   rng = np.random.default_rng(n_step)
@@ -61,8 +102,8 @@ def test_same_transitions_as_acme_adder(n_step):
       adder.add_first(steps[0])
       for a, ts in zip(actions, steps[1:]):
         adder.add(a, ts)
-  del acme  # flushes
-  ours.reset()
+  del adder, acme  # the last reference: flushes and closes its stream
+  ours.close()
   # Acme also writes the shorter transitions (1..n-1 steps) from each
   # episode's first state, before the first full one; NStepAdder writes each
   # start state once. Those are the only differences.
@@ -75,6 +116,7 @@ def test_same_transitions_as_acme_adder(n_step):
         max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
     return [s.data for s in ds.take(sizes[table]).as_numpy_iterator()]
   got = {t: read(t) for t in ('ours', 'acme')}
+  got['ours'] = [LAYOUT.unpack(d[replay.COLUMN]) for d in got['ours']]
   kept, i = [], 0
   for (length, _), skip in zip(episodes, extra):
     kept += got['acme'][i + skip:i + skip + length]
@@ -84,37 +126,34 @@ def test_same_transitions_as_acme_adder(n_step):
   for a, b in zip(got['ours'], got['acme']):
     for field in ('observation', 'action', 'reward', 'discount',
                   'next_observation'):
-      np.testing.assert_allclose(np.asarray(getattr(a, field)),
+      np.testing.assert_allclose(np.asarray(a[field]),
                                  np.asarray(getattr(b, field)), rtol=1e-6,
+                                 atol=1e-6,
                                  err_msg=field)
   server.stop()
 
 
 def test_to_batch_applies_gamma_once_and_reshapes():
-  from acme import types
   k, b = 2, 3
-  t = types.Transition(
-      observation=np.zeros((k * b, 4)), action=np.zeros((k * b, 1)),
-      reward=np.arange(k * b, dtype=np.float32),
-      discount=np.full((k * b,), 0.5, np.float32),
-      next_observation=np.ones((k * b, 4)), extras=())
-  batch = replay.to_batch(t, 0.9, k, b)
-  assert batch.observation.shape == (k, b, 4)
+  rows = np.stack([LAYOUT.pack(np.full(3, i), np.zeros(2), i, 0.5,
+                               np.ones(3)) for i in range(k * b)])
+  batch = replay.to_batch(rows, LAYOUT, 0.9, k, b)
+  assert batch.observation.shape == (k, b, 3)
+  assert batch.action.shape == (k, b, 2)
+  assert batch.next_observation.shape == (k, b, 3)
   np.testing.assert_allclose(batch.discount, 0.45)
   np.testing.assert_array_equal(batch.reward[1], [3, 4, 5])
+  np.testing.assert_array_equal(batch.observation[1, 2], [5, 5, 5])
+  assert all(x.dtype == np.float32 for x in batch)
 
 
 def test_blocked_write_gives_up_when_stopping():
-  from acme.adders.reverb import NStepTransitionAdder
-  table = reverb.Table(
-      name=replay.TABLE, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=1000,
-      # Nobody samples: inserts block after the error buffer is used up.
-      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(1.0, 2, 2.0),
-      signature=NStepTransitionAdder.signature(_spec()))
+  # Nobody samples: inserts block once the error buffer is used up.
+  table = replay.make_table(LAYOUT, max_size=1000, min_size=2,
+                            samples_per_insert=1.0, error_buffer=2.0)
   server = reverb.Server([table])
   stop = {'now': False}
-  adder = replay.make_adder(f'localhost:{server.port}', n_step=1,
+  adder = replay.make_adder(f'localhost:{server.port}', LAYOUT, n_step=1,
                             discount=0.9, should_stop=lambda: stop['now'],
                             flush_every=1)
   rng = np.random.default_rng(0)
@@ -124,4 +163,5 @@ def test_blocked_write_gives_up_when_stopping():
   with pytest.raises(replay.Stopped):
     for a, ts in zip(actions, steps[1:]):
       adder.add(a, ts)
+  adder.close()  # must not block either
   server.stop()

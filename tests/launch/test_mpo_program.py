@@ -10,6 +10,7 @@ def test_cpu_only_groups_hide_accelerators_and_learner_does_not():
   for group in ('actor', 'evaluator', 'replay', 'counter', 'limiter'):
     assert res[group].env['CUDA_VISIBLE_DEVICES'] == ''
     assert res[group].env['JAX_PLATFORMS'] == 'cpu'
+    assert res[group].env['OPENBLAS_NUM_THREADS'] == '1'
   assert 'learner' not in res  # the learner takes the accelerator if any
   assert mpo.local_resources('local_mt') == {}
 
