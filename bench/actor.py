@@ -1,15 +1,19 @@
 """Actor env steps/s per process against raw `env.step`, side by side.
 
-    python bench/actor.py [--seconds 8] [--rounds 5] [--tasks cartpole_swingup walker_walk]
+    python bench/actor.py [--seconds 8] [--rounds 5] [--envs_per_actor K]
+                          [--tasks cartpole_swingup walker_walk]
 
 "raw": the dm_control environment stepped with precomputed random actions.
-"actor": what one actor process does per step: the Tandem environment wrapper
-(flatten, check, rescale), the jitted CPU policy (3×256 MLP, sampling), and
-the n-step adder writing to a Reverb table, with a parameter refresh every
-100 steps. The Reverb server runs in its own process, as the replay node does
-in the program (--server inprocess puts it in the actor's process). Rounds alternate
-raw/actor so machine noise hits both alike; the ratio is the median of
-per-round ratios. Ends with one JSON line.
+"actor": what one actor process of the program does (agents/mpo/acting.py's
+EnvGroup): K environments behind Tandem's wrapper (flatten, check, rescale),
+the numpy policy (3×256 MLP, sampling), one n-step adder per environment
+writing packed transitions to a Reverb table, and a parameter refresh every
+100 env steps. K defaults to TrainConfig's envs_per_actor; K=1 is measured
+too, for reference. The Reverb server runs in its own process, as the replay
+node does in the program (--server inprocess puts it in the actor's
+process), and this process has one BLAS thread, as actor processes do.
+Rounds alternate raw/actor(K)/actor(1) so machine noise hits all alike; each
+ratio is the median of per-round ratios. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -29,14 +33,14 @@ os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 # since a second one spin-waits after every matrix-vector product.
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
-import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from agents.common import environments  # noqa: E402
 from agents.common import replay  # noqa: E402
+from agents.mpo import acting  # noqa: E402
 from agents.mpo import actor as actor_lib  # noqa: E402
-from agents.mpo import learner as learner_lib  # noqa: E402
 from agents.mpo.config import MPOConfig  # noqa: E402
+from launch.config import TrainConfig  # noqa: E402
 
 TASKS = {'cartpole_swingup': 'cartpole:swingup', 'walker_walk': 'walker:walk'}
 
@@ -57,28 +61,25 @@ def raw_rate(name: str, seconds: float) -> float:
   return steps / (time.perf_counter() - start)
 
 
-def actor_rate(name: str, seconds: float, address: str, params) -> float:
+def actor_rate(name: str, seconds: float, address: str, params,
+               envs_per_actor: int) -> float:
   cfg = MPOConfig()
-  env = environments.make_environment(name, seed=2)
-  dims = environments.env_dims(env)
-  adder = replay.make_adder(
-      address, replay.TransitionLayout(dims.observation_dim, dims.action_dim),
-      n_step=cfg.n_step, discount=cfg.discount)
+  envs = [environments.make_environment(name, seed=2 + k)
+          for k in range(envs_per_actor)]
+  layout = _layout(envs[0])
+  adders = [replay.make_adder(address, layout, n_step=cfg.n_step,
+                              discount=cfg.discount) for _ in envs]
   actor = actor_lib.Actor(cfg, params, seed=0, variable_source=lambda: params,
-                          update_period=100, adder=adder)
-  ts = env.reset()
-  actor.observe_first(ts)
+                          update_period=100)
+  group = acting.EnvGroup(envs, actor, adders)
   steps, start = 0, time.perf_counter()
   while time.perf_counter() - start < seconds:
-    action = actor.select_action(ts.observation)
-    ts = env.step(action)
-    actor.observe(action, ts)
-    actor.update()
-    steps += 1
-    if ts.last():
-      ts = env.reset()
-      actor.observe_first(ts)
-  return steps / (time.perf_counter() - start)
+    group.step()
+    steps += envs_per_actor
+  rate = steps / (time.perf_counter() - start)
+  for adder in adders:
+    adder.close()
+  return rate
 
 
 def _layout(env) -> replay.TransitionLayout:
@@ -86,17 +87,32 @@ def _layout(env) -> replay.TransitionLayout:
   return replay.TransitionLayout(dims.observation_dim, dims.action_dim)
 
 
+def _initial_params(env):
+  """The learner's initial policy, as numpy (JAX runs only here)."""
+  import jax
+  from agents.mpo import learner as learner_lib
+  dims = environments.env_dims(env)
+  state = learner_lib.init(MPOConfig(), learner_lib.Dims(
+      dims.observation_dim, dims.action_dim), 0)
+  return jax.device_get(state.policy)
+
+
 def _serve(task: str, conn) -> None:
-  """Child process: a Reverb server for `task`'s transitions."""
+  """Child process: a Reverb server for `task`'s transitions, and the initial
+  policy, so that the measuring process never starts an XLA runtime (actor
+  processes in the program do not either)."""
   import reverb
   env = environments.make_environment(TASKS[task], seed=0)
-  table = replay.make_table(_layout(env), max_size=200_000,
-                            min_size=1, samples_per_insert=1.0,
-                            error_buffer=1e9)
+  table = replay.make_table(_layout(env), max_size=200_000, min_size=1,
+                            samples_per_insert=1.0, error_buffer=1e9)
   server = reverb.Server([table])
-  conn.send(server.port)
+  conn.send((server.port, _initial_params(env)))
   conn.recv()  # until the parent says stop
   server.stop()
+
+
+def _median(xs):
+  return statistics.median(xs)
 
 
 def main():
@@ -104,53 +120,52 @@ def main():
                               formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--seconds', type=float, default=8.0)
   p.add_argument('--rounds', type=int, default=5)
+  p.add_argument('--envs_per_actor', type=int,
+                 default=TrainConfig().envs_per_actor)
   p.add_argument('--tasks', nargs='+', default=list(TASKS))
   p.add_argument('--server', choices=('process', 'inprocess'),
                  default='process')
   args = p.parse_args()
-  import reverb
+  k = args.envs_per_actor
   result = {}
-  print(f'jax {jax.__version__}, device {jax.devices()[0]}, '
-        f'{os.cpu_count()} cores')
+  print(f'{os.cpu_count()} cores; actor: {k} envs per process (and 1)')
   for task in args.tasks:
     name = TASKS[task]
-    env = environments.make_environment(name, seed=0)
-    dims = environments.env_dims(env)
-    cfg = MPOConfig()
-    state = learner_lib.init(cfg, learner_lib.Dims(dims.observation_dim,
-                                                   dims.action_dim), 0)
-    params = jax.device_get(state.policy)
     if args.server == 'inprocess':
-      table = replay.make_table(_layout(env),
-                                max_size=200_000, min_size=1,
-                                samples_per_insert=1.0, error_buffer=1e9)
-      server = reverb.Server([table])
-      port, stop = server.port, server.stop
+      import reverb
+      env = environments.make_environment(name, seed=0)
+      server = reverb.Server([replay.make_table(
+          _layout(env), max_size=200_000, min_size=1, samples_per_insert=1.0,
+          error_buffer=1e9)])
+      port, params, stop = server.port, _initial_params(env), server.stop
     else:
       import multiprocessing as mp
       ctx = mp.get_context('spawn')
       parent, child = ctx.Pipe()
       proc = ctx.Process(target=_serve, args=(task, child), daemon=True)
       proc.start()
-      port = parent.recv()
+      port, params = parent.recv()
       stop = lambda: (parent.send('stop'), proc.join(10))
     address = f'localhost:{port}'
-    actor_rate(name, 1.0, address, params)  # compile, warm up
-    raws, actors, ratios = [], [], []
+    actor_rate(name, 1.0, address, params, k)  # warm up
+    rates = {'raw': [], 'k': [], '1': []}
     for _ in range(args.rounds):
-      r = raw_rate(name, args.seconds)
-      a = actor_rate(name, args.seconds, address, params)
-      raws.append(r)
-      actors.append(a)
-      ratios.append(a / r)
+      rates['raw'].append(raw_rate(name, args.seconds))
+      rates['k'].append(actor_rate(name, args.seconds, address, params, k))
+      rates['1'].append(actor_rate(name, args.seconds, address, params, 1))
     stop()
-    ratio = statistics.median(ratios)
-    result[f'actor_to_raw_ratio.{task}'] = round(ratio, 3)
-    result[f'actor_steps_per_s.{task}'] = round(statistics.median(actors), 1)
-    result[f'raw_steps_per_s.{task}'] = round(statistics.median(raws), 1)
-    print(f'{task:18s} raw {statistics.median(raws):8.1f} steps/s | actor '
-          f'{statistics.median(actors):8.1f} steps/s | ratio {ratio:.3f} '
-          f'(per round: {", ".join(f"{x:.3f}" for x in ratios)})')
+    ratios = {x: [a / r for a, r in zip(rates[x], rates['raw'])]
+              for x in ('k', '1')}
+    result[f'actor_to_raw_ratio.{task}'] = round(_median(ratios['k']), 3)
+    result[f'actor_to_raw_ratio_1env.{task}'] = round(_median(ratios['1']), 3)
+    result[f'actor_steps_per_s.{task}'] = round(_median(rates['k']), 1)
+    result[f'actor_steps_per_s_1env.{task}'] = round(_median(rates['1']), 1)
+    result[f'raw_steps_per_s.{task}'] = round(_median(rates['raw']), 1)
+    for x, label in (('k', f'{k} envs'), ('1', '1 env ')):
+      print(f'{task:18s} raw {_median(rates["raw"]):8.1f} steps/s | actor '
+            f'({label}) {_median(rates[x]):8.1f} steps/s | ratio '
+            f'{_median(ratios[x]):.3f} (per round: '
+            f'{", ".join(f"{r:.3f}" for r in ratios[x])})')
   target = result.get('actor_to_raw_ratio.walker_walk')
   if target is not None:
     print(f'target actor_to_raw_ratio.walker_walk >= 0.5: '

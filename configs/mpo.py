@@ -46,7 +46,7 @@ def walker() -> TrainConfig:
 def tiny() -> TrainConfig:
   """Seconds-long runs for tests: small networks, small budget."""
   return TrainConfig(
-      name='tiny', env='cartpole:swingup', num_actors=1,
+      name='tiny', env='cartpole:swingup', num_actors=1, envs_per_actor=2,
       env_step_budget=3_000, replay_min_size=64, samples_per_insert=8.0,
       replay_error_buffer=100.0, eval_period_env_steps=2_000,
       eval_episodes=1, final_eval_episodes=1, checkpoint_period_s=5.0,

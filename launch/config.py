@@ -49,6 +49,7 @@ class TrainConfig:
   samples_per_insert: float = 128.0
   replay_error_buffer: float = 1_000.0
   # Acting.
+  envs_per_actor: int = 4             # environments each actor steps in turn
   actor_update_period: int = 100      # env steps between parameter refreshes
   counter_sync_period: int = 100      # env steps between counter increments
   # Evaluation.
@@ -74,12 +75,16 @@ class TrainConfig:
     _check(_is_int(self.seed) and self.seed >= 0, 'seed', 'an integer >= 0',
            self.seed)
     _check(isinstance(self.mpo, MPOConfig), 'mpo', 'an MPOConfig', self.mpo)
-    for f in ('num_actors', 'env_step_budget', 'replay_max_size',
+    for f in ('num_actors', 'envs_per_actor', 'env_step_budget',
+              'replay_max_size',
               'replay_min_size', 'actor_update_period', 'counter_sync_period',
               'eval_period_env_steps', 'eval_episodes', 'final_eval_episodes',
               'checkpoints_to_keep', 'learner_log_every'):
       v = getattr(self, f)
       _check(_is_int(v) and v >= 1, f, 'an integer >= 1', v)
+    _check(self.envs_per_actor <= 64, 'envs_per_actor',
+           'at most 64 (each environment lives in the actor\'s memory)',
+           self.envs_per_actor)
     _check(self.replay_min_size <= self.replay_max_size, 'replay_min_size',
            f'a value <= replay_max_size={self.replay_max_size}',
            self.replay_min_size)

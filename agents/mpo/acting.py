@@ -1,9 +1,11 @@
 """Actor and evaluator nodes: environment loops on the CPU.
 
-Actors add n-step transitions to replay and report env steps to the global
-counter every `counter_sync_period` steps; they stop acting once the global
-env-step budget is reached (so the program overshoots by at most
-num_actors × counter_sync_period steps) and wait for the program to stop.
+Each actor steps `envs_per_actor` environments in lockstep (EnvGroup), adds
+n-step transitions to replay and reports env steps to the global counter
+every `counter_sync_period` steps and at every episode end; it stops acting
+once the global env-step budget is reached (so the program overshoots by at
+most num_actors × (counter_sync_period + envs_per_actor) steps) and waits for
+the program to stop.
 The evaluator runs the mean action and logs its return against global env
 steps; `evaluate_now` serves the final evaluation.
 """
@@ -28,6 +30,68 @@ class InjectedCrash(RuntimeError):
   """Raised by the fault-injection test hook."""
 
 
+def seed_for(*path: int) -> int:
+  """A 32-bit seed for the thing at `path`, e.g. (run seed, ACTOR_ENVS,
+  actor id, env index): distinct paths give independent streams, which
+  `run seed * 1000 + id` arithmetic does not once ids pass 1000."""
+  return int(np.random.SeedSequence(list(path)).generate_state(1)[0])
+
+
+ACTOR_ENVS, ACTOR_POLICY, EVALUATOR_ENV = 0, 1, 2
+
+
+class EnvGroup:
+  """K environments stepped in lockstep by one actor, one phase at a time.
+
+  `step()` runs K policy calls, then K environment steps, then K replay
+  writes, rather than policy-env-write per environment: each phase's code and
+  data stay in cache, which is worth ~15% env steps/s per process at K=4 on
+  walker (bench/actor.py). Each environment has its own n-step adder; the
+  policy (and its parameter refresh) is shared.
+  """
+
+  def __init__(self, envs, actor: actor_lib.Actor, adders=None):
+    self._envs = list(envs)
+    self._actor = actor
+    self._adders = list(adders) if adders is not None else \
+        [None] * len(self._envs)
+    if len(self._adders) != len(self._envs):
+      raise ValueError(f'{len(self._adders)} adders for {len(self._envs)} '
+                       'environments')
+    self._timesteps = [self._first(i) for i in range(len(self._envs))]
+    self._returns = [0.0] * len(self._envs)
+    self._lengths = [0] * len(self._envs)
+
+  def __len__(self) -> int:
+    return len(self._envs)
+
+  def _first(self, i: int):
+    timestep = self._envs[i].reset()
+    if self._adders[i] is not None:
+      self._adders[i].add_first(timestep)
+    return timestep
+
+  def step(self) -> list[tuple[float, int]]:
+    """One step of every environment. Returns (return, length) of each
+    episode that ended in it; those environments start a new one."""
+    actions = self._actor.select_action(
+        np.stack([ts.observation for ts in self._timesteps]))
+    timesteps = [env.step(a) for env, a in zip(self._envs, actions)]
+    ended = []
+    for i, (action, timestep) in enumerate(zip(actions, timesteps)):
+      if self._adders[i] is not None:
+        self._adders[i].add(action, timestep)
+      self._returns[i] += float(timestep.reward)
+      self._lengths[i] += 1
+      if timestep.last():
+        ended.append((self._returns[i], self._lengths[i]))
+        self._returns[i], self._lengths[i] = 0.0, 0
+        timesteps[i] = self._first(i)
+    self._timesteps = timesteps
+    self._actor.update(steps=len(self._envs))
+    return ended
+
+
 class ActorNode:
 
   def __init__(self, train_config, actor_id: int, replay_client, counter,
@@ -48,61 +112,52 @@ class ActorNode:
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo
-    env = environments.make_environment(tc.env, seed=tc.seed * 1000 +
-                                        self._id + 1)
-    dims = environments.env_dims(env)
-    adder = replay.make_adder(
-        self._replay_address,
-        replay.TransitionLayout(dims.observation_dim, dims.action_dim),
-        n_step=cfg.n_step, discount=cfg.discount, should_stop=stop_requested)
+    envs = [environments.make_environment(
+        tc.env, seed=seed_for(tc.seed, ACTOR_ENVS, self._id, k))
+            for k in range(tc.envs_per_actor)]
+    dims = environments.env_dims(envs[0])
+    layout = replay.TransitionLayout(dims.observation_dim, dims.action_dim)
+    adders = [replay.make_adder(self._replay_address, layout,
+                                n_step=cfg.n_step, discount=cfg.discount,
+                                should_stop=stop_requested) for _ in envs]
     get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
-        cfg, get_variables(), seed=tc.seed * 1000 + self._id,
-        variable_source=get_variables,
-        update_period=tc.actor_update_period, adder=adder)
+        cfg, get_variables(), seed=seed_for(tc.seed, ACTOR_POLICY, self._id),
+        variable_source=get_variables, update_period=tc.actor_update_period)
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
                          tensorboard=False)
     try:
-      self._act(env, actor, logger)
+      self._act(EnvGroup(envs, actor, adders), logger)
     finally:
-      # Closes the writer's stream, so the replay server can stop promptly.
-      adder.close()
+      # Closes the writers' streams, so the replay server can stop promptly.
+      for adder in adders:
+        adder.close()
 
-  def _act(self, env, actor, logger):
+  def _act(self, group: EnvGroup, logger):
     tc = self._tc
     crash_after = tc.fault_injection_actor_crash_after if self._id == 0 else 0
-    unsynced, total, counts = 0, 0, call(self._counter, 'get_counts')
+    unsynced, total = 0, 0
+    counts = call(self._counter, 'get_counts')
     while counts['env_steps'] < tc.env_step_budget and not stop_requested():
-      timestep = env.reset()
-      actor.observe_first(timestep)
-      episode_return, episode_steps = 0.0, 0
-      while not timestep.last():
-        action = actor.select_action(timestep.observation)
-        timestep = env.step(action)
-        actor.observe(action, timestep)
-        actor.update()
-        episode_return += float(timestep.reward)
-        episode_steps += 1
-        unsynced += 1
-        total += 1
-        if crash_after and total >= crash_after:
-          raise InjectedCrash(f'actor_{self._id}: injected crash after '
-                              f'{total} env steps (fault_injection_actor_'
-                              'crash_after)')
-        if unsynced >= tc.counter_sync_period:
-          counts = call(self._counter, 'increment', env_steps=unsynced)
-          unsynced = 0
-          if counts['env_steps'] >= tc.env_step_budget or stop_requested():
-            break
-      counts = call(self._counter, 'increment', env_steps=unsynced,
-                    episodes=int(timestep.last()))
-      unsynced = 0
-      if timestep.last():
-        logger.write({'env_steps': counts['env_steps'],
-                      'learner_steps': counts['learner_steps'],
-                      'episode_return': episode_return,
-                      'episode_steps': episode_steps,
-                      'elapsed_s': counts['elapsed_s']})
+      ended = group.step()
+      unsynced += len(group)
+      total += len(group)
+      if crash_after and total >= crash_after:
+        raise InjectedCrash(f'actor_{self._id}: injected crash after '
+                            f'{total} env steps (fault_injection_actor_'
+                            'crash_after)')
+      if ended or unsynced >= tc.counter_sync_period:
+        counts = call(self._counter, 'increment', env_steps=unsynced,
+                      episodes=len(ended))
+        unsynced = 0
+        for episode_return, episode_steps in ended:
+          logger.write({'env_steps': counts['env_steps'],
+                        'learner_steps': counts['learner_steps'],
+                        'episode_return': episode_return,
+                        'episode_steps': episode_steps,
+                        'elapsed_s': counts['elapsed_s']})
+    if unsynced:
+      call(self._counter, 'increment', env_steps=unsynced)
     logging.info('actor_%d: budget reached or stop requested; idle', self._id)
     while not stop_requested(1.0):
       pass
@@ -136,7 +191,7 @@ class EvaluatorNode:
   def _setup(self):
     if self._env is None:
       self._env = environments.make_environment(
-          self._tc.env, seed=self._tc.seed * 1000 + 999)
+          self._tc.env, seed=seed_for(self._tc.seed, EVALUATOR_ENV))
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)
       get_variables = lambda: call(self._learner, 'get_variables')

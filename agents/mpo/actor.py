@@ -1,15 +1,15 @@
-"""The MPO actor: Acme's Actor interface over the numpy policy.
+"""The MPO actor: actions from the numpy policy, parameters from the learner.
 
-Actors act on the CPU whatever the machine has, one observation per step, so
+Actors act on the CPU whatever the machine has, one observation per call, so
 the policy runs in numpy (agents/mpo/numpy_policy.py says why) and an actor
-process never starts an XLA runtime or touches an accelerator.
+process never starts an XLA runtime or touches an accelerator. Environments
+and replay writes are the acting loop's business (agents/mpo/acting.py).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-import dm_env
 import numpy as np
 
 from agents.mpo import numpy_policy
@@ -17,7 +17,7 @@ from agents.mpo.config import MPOConfig
 
 
 class Actor:
-  """select_action, observe_first, observe, update (Acme's Actor interface).
+  """select_action and update, as in Acme's Actor.
 
   Samples a ~ N(mean, stddev) clipped to the normalised box [-1, 1], or with
   `deterministic` the clipped mean (evaluation).
@@ -29,8 +29,7 @@ class Actor:
 
   def __init__(self, cfg: MPOConfig, params, *, seed: int,
                variable_source: Optional[Callable[[], dict]] = None,
-               update_period: int = 100, adder=None,
-               deterministic: bool = False):
+               update_period: int = 100, deterministic: bool = False):
     self._scales = dict(init_scale=cfg.policy_init_scale,
                         min_scale=cfg.policy_min_scale)
     self._params = numpy_policy.from_params(params)
@@ -39,7 +38,6 @@ class Actor:
     self._rng = np.random.default_rng(seed)
     self._source = variable_source
     self._period = update_period
-    self._adder = adder
     self._deterministic = deterministic
     self._steps_since_update = 0
 
@@ -48,7 +46,8 @@ class Actor:
     return self._params
 
   def select_action(self, observation: np.ndarray) -> np.ndarray:
-    """observation [O] -> action [D] float32 in [-1, 1]."""
+    """observation [O] -> action [D], or a batch [K, O] -> [K, D]; float32
+    in [-1, 1]."""
     obs = np.asarray(observation, np.float32)
     mean, stddev = numpy_policy.apply_policy(self._params, obs,
                                              **self._scales)
@@ -59,17 +58,10 @@ class Actor:
     # minimum/maximum with array bounds: a fraction of np.clip's overhead.
     return np.minimum(np.maximum(mean, self._low), self._high)
 
-  def observe_first(self, timestep: dm_env.TimeStep) -> None:
-    if self._adder is not None:
-      self._adder.add_first(timestep)
-
-  def observe(self, action: np.ndarray, next_timestep: dm_env.TimeStep) -> None:
-    if self._adder is not None:
-      self._adder.add(action, next_timestep)
-
-  def update(self, wait: bool = False) -> None:
-    """Refreshes params every `update_period` calls (or now if wait)."""
-    self._steps_since_update += 1
+  def update(self, steps: int = 1, wait: bool = False) -> None:
+    """Counts `steps` env steps; refreshes the params once `update_period`
+    have passed since the last refresh (or now, if wait)."""
+    self._steps_since_update += steps
     if self._source is None:
       return
     if wait or self._steps_since_update >= self._period:

@@ -34,6 +34,7 @@ def test_overrides_parse_types():
     ('name', '../escape'), ('env', 'cartpole'), ('seed', -1),
     ('replay_min_size', 10**9), ('replay_min_size', 8),
     ('env_step_budget', 0), ('checkpoint_period_s', 0.0),
+    ('envs_per_actor', 0), ('envs_per_actor', 65),
     ('fault_injection_actor_crash_after', -1)])
 def test_train_config_rejects(field, value):
   with pytest.raises(ConfigError, match=f'TrainConfig.{field}'):

@@ -46,6 +46,18 @@ def test_numpy_policy_matches_jax_policy(seed):
     np.testing.assert_allclose(stddev, want.stddev, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize('k', [1, 3, 9])  # 9 takes the one-gemm path
+def test_numpy_policy_on_a_batch_matches_jax(k):
+  params = _trained_like_params(4)
+  p = numpy_policy.from_params(jax.device_get(params))
+  obs = np.random.default_rng(k).normal(size=(k, 7)).astype(np.float32)
+  mean, stddev = numpy_policy.apply_policy(p, obs, **SCALES)
+  want = networks.apply_policy(params, obs, **SCALES)
+  assert mean.shape == stddev.shape == (k, 3)
+  np.testing.assert_allclose(mean, want.mean, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(stddev, want.stddev, rtol=1e-5, atol=1e-6)
+
+
 def test_numpy_policy_does_not_modify_its_input():
   p = numpy_policy.from_params(jax.device_get(_trained_like_params(0)))
   obs = np.linspace(-1, 1, 7).astype(np.float32)
@@ -92,6 +104,17 @@ def test_sampled_actions_follow_the_policy_and_stay_in_the_box():
   assert actions.min() == -1.0 and actions.max() == 1.0
 
 
+def test_batched_actions_sample_each_row():
+  params = _params_with_mean([0.5, -0.5], [0.1, 0.1])
+  actor = actor_lib.Actor(CFG, params, seed=0)
+  actions = actor.select_action(np.zeros((3, 4), np.float32))
+  assert actions.shape == (3, 2)
+  assert len({tuple(a) for a in actions.tolist()}) == 3  # independent noise
+  det = actor_lib.Actor(CFG, params, seed=0, deterministic=True)
+  np.testing.assert_allclose(det.select_action(np.zeros((3, 4), np.float32)),
+                             [[0.5, -0.5]] * 3, rtol=1e-6)
+
+
 def test_same_seed_same_actions_other_seed_other_actions():
   params = _params_with_mean([0.0, 0.0], [0.3, 0.3])
   obs = np.zeros(4, np.float32)
@@ -122,6 +145,8 @@ def test_parameters_refresh_every_update_period_steps():
   np.testing.assert_allclose(seen, [0, 0, 0, .01, .01, .01, .02], atol=1e-6)
   actor.update(wait=True)
   assert calls == [1, 2, 3]
+  actor.update(steps=3)  # a group of 3 environments stepped once
+  assert calls == [1, 2, 3, 4]
 
 
 def test_actor_module_needs_no_jax():

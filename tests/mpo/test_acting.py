@@ -1,0 +1,101 @@
+"""EnvGroup steps K environments in lockstep: episodes end and restart per
+environment, each adder sees its own environment's steps, and the shared
+actor counts every env step."""
+
+import dm_env
+from dm_env import specs
+import numpy as np
+import pytest
+
+from agents.mpo import acting
+
+
+class _Episodic(dm_env.Environment):
+  """Episodes of `length` steps; reward = 1 + the action's first entry;
+  the observation counts steps within the episode."""
+
+  def __init__(self, length):
+    self._length, self._t = length, 0
+
+  def reset(self):
+    self._t = 0
+    return dm_env.restart(np.zeros(2, np.float32))
+
+  def step(self, action):
+    self._t += 1
+    obs = np.full(2, self._t, np.float32)
+    reward = np.float32(1.0 + action[0])
+    if self._t == self._length:
+      return dm_env.termination(reward, obs)
+    return dm_env.transition(reward, obs, np.float32(1.0))
+
+  def observation_spec(self):
+    return specs.Array((2,), np.float32)
+
+  def action_spec(self):
+    return specs.BoundedArray((1,), np.float32, -1.0, 1.0)
+
+
+class _ConstantActor:
+  def __init__(self, value):
+    self.value, self.steps, self.batches = value, 0, []
+
+  def select_action(self, observations):
+    self.batches.append(np.array(observations))
+    return np.full((len(observations), 1), self.value, np.float32)
+
+  def update(self, steps=1, wait=False):
+    self.steps += steps
+
+
+class _RecordingAdder:
+  def __init__(self):
+    self.calls = []
+
+  def add_first(self, timestep):
+    self.calls.append(('first', float(timestep.observation[0])))
+
+  def add(self, action, timestep):
+    self.calls.append(('add', float(timestep.observation[0]),
+                       bool(timestep.last())))
+
+
+def test_episodes_end_and_restart_per_environment():
+  actor = _ConstantActor(0.5)
+  adders = [_RecordingAdder(), _RecordingAdder()]
+  group = acting.EnvGroup([_Episodic(2), _Episodic(3)], actor, adders)
+  ended = [group.step() for _ in range(6)]
+  # env 0 ends at steps 2, 4, 6; env 1 at 3, 6; return = 1.5 per step.
+  assert ended == [[], [(3.0, 2)], [(4.5, 3)], [(3.0, 2)], [],
+                   [(3.0, 2), (4.5, 3)]]
+  assert actor.steps == 12 and len(group) == 2
+  assert adders[0].calls[:5] == [('first', 0), ('add', 1, False),
+                                 ('add', 2, True), ('first', 0),
+                                 ('add', 1, False)]
+  assert [c for c in adders[1].calls if c[0] == 'first'] == [('first', 0)] * 3
+  # The policy saw both environments' observations in one batch per step,
+  # and each restart's first observation after an episode ended.
+  np.testing.assert_array_equal(actor.batches[2][:, 0], [0, 2])
+  np.testing.assert_array_equal(actor.batches[3][:, 0], [1, 0])
+
+
+def test_works_without_adders():
+  group = acting.EnvGroup([_Episodic(1)], _ConstantActor(0.0))
+  assert group.step() == [(1.0, 1)]
+
+
+def test_adders_must_match_environments():
+  with pytest.raises(ValueError, match='1 adders for 2 environments'):
+    acting.EnvGroup([_Episodic(2), _Episodic(2)], _ConstantActor(0.0),
+                    [_RecordingAdder()])
+
+
+def test_seeds_differ_across_actors_environments_and_roles():
+  seeds = {acting.seed_for(0, acting.ACTOR_ENVS, a, k)
+           for a in range(50) for k in range(8)}
+  seeds.add(acting.seed_for(0, acting.EVALUATOR_ENV))
+  seeds.add(acting.seed_for(1, acting.ACTOR_ENVS, 0, 0))
+  assert len(seeds) == 50 * 8 + 2
+  assert acting.seed_for(3, acting.ACTOR_POLICY, 1) == \
+      acting.seed_for(3, acting.ACTOR_POLICY, 1)
+  assert all(0 <= s < 2**32 for s in seeds)
