@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import numpy as np
 
