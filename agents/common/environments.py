@@ -185,8 +185,6 @@ class NormalizedEnvironment(dm_env.Environment):
     if np.any(self._minimum > self._maximum):
       raise ValueError(
           f'Action minimum {native.minimum} exceeds maximum {native.maximum}.')
-    self._mid = 0.5 * (self._minimum + self._maximum)
-    self._half = 0.5 * (self._maximum - self._minimum)
     self._action_dim = int(self._minimum.size)
     obs_spec = environment.observation_spec()
     self._observation_dim = flat_size(obs_spec)
@@ -232,9 +230,7 @@ class NormalizedEnvironment(dm_env.Environment):
 
   def step(self, action) -> dm_env.TimeStep:
     action = check_action(action, self._action_dim)
-    # rescale_action with its constant parts precomputed (once per step).
-    native = np.minimum(np.maximum(self._mid + action * self._half,
-                                   self._minimum), self._maximum)
+    native = rescale_action(action, self._minimum, self._maximum)
     native = native.reshape(self._native_action_spec.shape).astype(
         self._native_action_spec.dtype, copy=False)
     return self._convert(self._environment.step(native))
