@@ -111,10 +111,6 @@ def _serve(task: str, conn) -> None:
   server.stop()
 
 
-def _median(xs):
-  return statistics.median(xs)
-
-
 def main():
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawTextHelpFormatter)
@@ -156,15 +152,15 @@ def main():
     stop()
     ratios = {x: [a / r for a, r in zip(rates[x], rates['raw'])]
               for x in ('k', '1')}
-    result[f'actor_to_raw_ratio.{task}'] = round(_median(ratios['k']), 3)
-    result[f'actor_to_raw_ratio_1env.{task}'] = round(_median(ratios['1']), 3)
-    result[f'actor_steps_per_s.{task}'] = round(_median(rates['k']), 1)
-    result[f'actor_steps_per_s_1env.{task}'] = round(_median(rates['1']), 1)
-    result[f'raw_steps_per_s.{task}'] = round(_median(rates['raw']), 1)
+    result[f'actor_to_raw_ratio.{task}'] = round(statistics.median(ratios['k']), 3)
+    result[f'actor_to_raw_ratio_1env.{task}'] = round(statistics.median(ratios['1']), 3)
+    result[f'actor_steps_per_s.{task}'] = round(statistics.median(rates['k']), 1)
+    result[f'actor_steps_per_s_1env.{task}'] = round(statistics.median(rates['1']), 1)
+    result[f'raw_steps_per_s.{task}'] = round(statistics.median(rates['raw']), 1)
     for x, label in (('k', f'{k} envs'), ('1', '1 env ')):
-      print(f'{task:18s} raw {_median(rates["raw"]):8.1f} steps/s | actor '
-            f'({label}) {_median(rates[x]):8.1f} steps/s | ratio '
-            f'{_median(ratios[x]):.3f} (per round: '
+      print(f'{task:18s} raw {statistics.median(rates["raw"]):8.1f} steps/s | actor '
+            f'({label}) {statistics.median(rates[x]):8.1f} steps/s | ratio '
+            f'{statistics.median(ratios[x]):.3f} (per round: '
             f'{", ".join(f"{r:.3f}" for r in ratios[x])})')
   target = result.get('actor_to_raw_ratio.walker_walk')
   if target is not None:
