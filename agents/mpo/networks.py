@@ -94,8 +94,18 @@ def init_critic(key, obs_dim: int, action_dim: int,
 
 
 def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
-  """obs [..., O], action [..., D] -> Q [...]."""
-  x = jnp.concatenate([obs, action], axis=-1)
+  """obs [..., O], action [..., D] -> Q [...].
+
+  The action is clipped to the normalised box [-1, 1] first, as in Acme's
+  JAX MPO networks ("to avoid critic extrapolations outside the spec
+  range"): replay only holds clipped actions (actors clip what they send to
+  the environment), so an unclipped Gaussian sample would query the critic
+  where it was never trained, and an extrapolating critic biases both the
+  E-step weights and the bootstrap upward. The E-step and M-step still use
+  the unclipped samples; only the critic's view of them is clipped, and the
+  action penalty (losses.action_penalty_q) sees them unclipped.
+  """
+  x = jnp.concatenate([obs, jnp.clip(action, -1.0, 1.0)], axis=-1)
   return _dense(p['head'], apply_torso(p['torso'], x))[..., 0]
 
 
