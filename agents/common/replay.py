@@ -12,6 +12,9 @@ instead of five, which is most of what an actor spends per step on replay
 (tests/common/test_replay.py compares them side by side): `discount` holds
 one factor of γ fewer than the bootstrap needs (Γ = d₀·γd₁·…·γ^{n-1}d_{n-1});
 `to_batch` multiplies by γ once, giving the learner the whole multiplier.
+
+`WindowLayout` and `WindowAdder` keep every step of the n-step sum instead
+(`batches.Windows`), for learners that compute rewards themselves.
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import dm_env
 import numpy as np
 
 from agents.common import lifecycle
-from agents.mpo import learner as learner_lib
+from agents.common.batches import Batch, Windows
 
 TABLE = 'transitions'
 COLUMN = 'transition'
@@ -67,7 +70,68 @@ class TransitionLayout(NamedTuple):
                 next_observation=rows[..., o + d + 2:])
 
 
-def make_table(layout: TransitionLayout, *, max_size: int, min_size: int,
+class WindowLayout(NamedTuple):
+  """A row holding one `batches.Windows` entry of up to n steps, float32:
+
+    [observations ((n+1)·O) | actions (n·D) | discounts (n) | weights (n) |
+     bootstrap (1) | rewards (n)]
+  """
+  observation_dim: int
+  action_dim: int
+  n_step: int
+
+  @property
+  def width(self) -> int:
+    o, d, n = self.observation_dim, self.action_dim, self.n_step
+    return (n + 1) * o + n * d + 3 * n + 1
+
+  def _slices(self):
+    o, d, n = self.observation_dim, self.action_dim, self.n_step
+    ends = np.cumsum([(n + 1) * o, n * d, n, n, 1, n])
+    starts = np.concatenate([[0], ends[:-1]])
+    return [slice(a, b) for a, b in zip(starts, ends)]
+
+  def pack(self, steps, final_observation, discount: float) -> np.ndarray:
+    """steps: m ≤ n tuples (observation, action, reward, env discount) from
+    one start state; final_observation: o_m. Returns row [width] float32."""
+    o, d, n = self.observation_dim, self.action_dim, self.n_step
+    m = len(steps)
+    if not 1 <= m <= n:
+      raise ValueError(f'a window holds 1..{n} steps, got {m}')
+    obs = np.empty((n + 1, o), np.float32)
+    actions = np.zeros((n, d), np.float32)
+    discounts, weights, rewards = (np.zeros((n,), np.float32)
+                                   for _ in range(3))
+    coef = 1.0
+    for k, (ob, action, reward, env_discount) in enumerate(steps):
+      obs[k], actions[k] = ob, action
+      rewards[k], discounts[k], weights[k] = reward, env_discount, coef
+      coef *= float(env_discount) * discount
+    obs[m:] = final_observation
+    row = np.empty((self.width,), np.float32)
+    for sl, part in zip(self._slices(), (obs, actions, discounts, weights,
+                                         [coef], rewards)):
+      row[sl] = np.ravel(part)
+    return row
+
+  def unpack(self, rows: np.ndarray) -> Windows:
+    """rows [..., width] -> Windows with the same leading dims."""
+    o, d, n = self.observation_dim, self.action_dim, self.n_step
+    if rows.shape[-1] != self.width:
+      raise ValueError(f'window rows have width {rows.shape[-1]}; this layout '
+                       f'(O={o}, D={d}, n={n}) needs {self.width}')
+    lead = rows.shape[:-1]
+    obs, act, disc, w, boot, rew = (rows[..., sl] for sl in self._slices())
+    return Windows(
+        observations=np.ascontiguousarray(obs).reshape(lead + (n + 1, o)),
+        actions=np.ascontiguousarray(act).reshape(lead + (n, d)),
+        discounts=np.ascontiguousarray(disc),
+        weights=np.ascontiguousarray(w),
+        bootstrap=np.ascontiguousarray(boot[..., 0]),
+        rewards=np.ascontiguousarray(rew))
+
+
+def make_table(layout, *, max_size: int, min_size: int,
                samples_per_insert: float, error_buffer: float,
                name: str = TABLE):
   """A Reverb table of packed n-step transitions."""
@@ -135,42 +199,24 @@ class _RowWriter:
     self._cpp.CreateItem(self._table, 1.0, [[ref]], [True])
 
 
-class NStepAdder:
-  """Writes one actor's episodes to a Reverb table as n-step transitions.
+class _RowAdder:
+  """Shared writer plumbing of Tandem's adders: one packed row per item,
+  flushed every `flush_every` steps (where the rate limiter blocks an actor,
+  in short slices that give up with `Stopped` once `should_stop()` is true;
+  each flush waits for a server round trip, so rarely), episodes ended and
+  streams closed. Subclasses turn steps into rows in `_on_step`."""
 
-  The transitions of Acme's NStepTransitionAdder, except that Acme also
-  writes shorter transitions (1…n-1 steps) from each episode's first state;
-  here every start state gets one transition, so initial states are not
-  oversampled. The n-step return is accumulated incrementally and each
-  transition is one packed row and one item. For a start step t with
-  m = min(n, steps left) steps:
-    reward   R = r_t + γ d_t r_{t+1} + … + γ^{m-1} d_t…d_{t+m-2} r_{t+m-1}
-    discount Γ = γ^{m-1} d_t…d_{t+m-1}   (the learner multiplies by γ once)
-  Every `flush_every` steps the writer's flush waits until at most
-  `max_in_flight_items` items are unconfirmed (this is where the rate
-  limiter blocks an actor); it waits in short slices and gives up with
-  `Stopped` once `should_stop()` is true. Flushing rarely matters: each
-  flush waits for a server round trip.
-  """
-
-  def __init__(self, client, layout: TransitionLayout, *, n_step: int,
-               discount: float, table: str = TABLE,
+  def __init__(self, client, *, table: str = TABLE,
                should_stop: Callable[[], bool] = lambda: False,
                flush_every: int = 50, max_in_flight_items: int = 25,
                chunk_length: int = 16):
     self._client = client
-    self._layout = layout
-    self._n = n_step
-    self._gamma = float(discount)
     self._table = table
     self._should_stop = should_stop
     self._flush_every = flush_every
     self._max_in_flight = max_in_flight_items
     self._chunk_length = chunk_length
     self._rows: Optional[_RowWriter] = None
-    # Python floats: scalar arithmetic on numpy scalars costs several times
-    # more, and the sums are rounded to float32 once, when packed.
-    self._pending: list = []   # [obs, action, return, coef, gamma_prod]
     self._obs = None
     self._since_flush = 0
 
@@ -181,9 +227,21 @@ class NStepAdder:
       self._end = _interruptible(self._rows.writer.end_episode,
                                  self._should_stop)
 
+  def _has_pending(self) -> bool:
+    raise NotImplementedError
+
+  def _clear(self) -> None:
+    raise NotImplementedError
+
+  def _on_step(self, action, reward: float, discount: float,
+               next_obs: np.ndarray, last: bool) -> None:
+    """Records one step from self._obs; writes the rows it completes (all of
+    the episode's remaining ones if `last`)."""
+    raise NotImplementedError
+
   def add_first(self, timestep: dm_env.TimeStep) -> None:
     self._ensure_writer()
-    if self._pending:
+    if self._has_pending():
       raise ValueError('add_first called before the previous episode ended')
     self._obs = np.asarray(timestep.observation)
 
@@ -191,19 +249,11 @@ class NStepAdder:
     del extras
     if self._obs is None:
       raise ValueError('add called before add_first')
-    r = float(next_timestep.reward)
-    d = float(next_timestep.discount)
-    self._pending.append([self._obs, action, 0.0, 1.0, 1.0])
-    for p in self._pending:
-      p[2] += p[3] * r              # return
-      p[4] = p[3] * d               # γ^{k} d_t…d_{t+k}
-      p[3] *= d * self._gamma       # weight of the next reward
     next_obs = np.asarray(next_timestep.observation)
-    if len(self._pending) == self._n:
-      self._write(self._pending.pop(0), next_obs)
-    if next_timestep.last():
-      while self._pending:
-        self._write(self._pending.pop(0), next_obs)
+    last = next_timestep.last()
+    self._on_step(action, float(next_timestep.reward),
+                  float(next_timestep.discount), next_obs, last)
+    if last:
       self._end(clear_buffers=True)
       self._obs, self._since_flush = None, 0
     else:
@@ -213,22 +263,19 @@ class NStepAdder:
         self._flush(self._max_in_flight)
         self._since_flush = 0
 
-  def _write(self, p, next_obs) -> None:
-    obs, action, ret, _, gamma_prod = p
-    self._rows.write(
-        self._layout.pack(obs, action, ret, gamma_prod, next_obs))
-
   def reset(self) -> None:
-    self._pending, self._obs = [], None
+    self._clear()
+    self._obs = None
     if self._rows is not None:
       self._end(clear_buffers=True)
 
   def close(self) -> None:
-    """Drops an unfinished episode's pending transitions and closes the
-    writer's stream (a server stops promptly only once streams are closed).
-    Never raises: it runs on the way down, after whatever stopped the actor,
-    and must not mask that error."""
-    self._pending, self._obs = [], None
+    """Drops an unfinished episode's pending rows and closes the writer's
+    stream (a server stops promptly only once streams are closed). Never
+    raises: it runs on the way down, after whatever stopped the actor, and
+    must not mask that error."""
+    self._clear()
+    self._obs = None
     rows, self._rows = self._rows, None
     if rows is not None:
       try:
@@ -237,28 +284,127 @@ class NStepAdder:
         logging.warning('replay writer did not close cleanly: %r', e)
 
 
-def make_adder(server_address: str, layout: TransitionLayout, *,
-               n_step: int, discount: float,
+class NStepAdder(_RowAdder):
+  """Writes one actor's episodes to a Reverb table as n-step transitions.
+
+  The transitions of Acme's NStepTransitionAdder, except that Acme also
+  writes shorter transitions (1…n-1 steps) from each episode's first state;
+  here every start state gets one transition, so initial states are not
+  oversampled. The n-step return is accumulated incrementally and each
+  transition is one packed row and one item. For a start step t with
+  m = min(n, steps left) steps:
+    reward   R = r_t + γ d_t r_{t+1} + … + γ^{m-1} d_t…d_{t+m-2} r_{t+m-1}
+    discount Γ = γ^{m-1} d_t…d_{t+m-1}   (the learner multiplies by γ once)
+
+  Acme's adder costs ~138 µs a write on this stack against ~18 µs here
+  (bench/actor.py), which is why this one exists; Acme's stays the test
+  oracle (tests/common/test_replay.py).
+  """
+
+  def __init__(self, client, layout: TransitionLayout, *, n_step: int,
+               discount: float, **kwargs):
+    super().__init__(client, **kwargs)
+    self._layout = layout
+    self._n = n_step
+    self._gamma = float(discount)
+    # Python floats: scalar arithmetic on numpy scalars costs several times
+    # more, and the sums are rounded to float32 once, when packed.
+    self._pending: list = []   # [obs, action, return, coef, gamma_prod]
+
+  def _has_pending(self) -> bool:
+    return bool(self._pending)
+
+  def _clear(self) -> None:
+    self._pending = []
+
+  def _on_step(self, action, r, d, next_obs, last) -> None:
+    self._pending.append([self._obs, action, 0.0, 1.0, 1.0])
+    for p in self._pending:
+      p[2] += p[3] * r              # return
+      p[4] = p[3] * d               # γ^{k} d_t…d_{t+k}
+      p[3] *= d * self._gamma       # weight of the next reward
+    if len(self._pending) == self._n:
+      self._write(self._pending.pop(0), next_obs)
+    if last:
+      while self._pending:
+        self._write(self._pending.pop(0), next_obs)
+
+  def _write(self, p, next_obs) -> None:
+    obs, action, ret, _, gamma_prod = p
+    self._rows.write(
+        self._layout.pack(obs, action, ret, gamma_prod, next_obs))
+
+
+class WindowAdder(_RowAdder):
+  """Writes one actor's episodes as n-step windows (`WindowLayout`): for each
+  start step, the m = min(n, steps left) steps themselves rather than their
+  summed reward, so the learner can relabel every step of the n-step return.
+  Each start state is written once, as NStepAdder does; the windows' weights
+  and bootstrap reproduce NStepAdder's return and discount exactly
+  (tests/common/test_replay.py)."""
+
+  def __init__(self, client, layout: WindowLayout, *, discount: float,
+               **kwargs):
+    super().__init__(client, **kwargs)
+    self._layout = layout
+    self._gamma = float(discount)
+    self._steps: list = []   # (obs, action, reward, discount) since a start
+
+  def _has_pending(self) -> bool:
+    return bool(self._steps)
+
+  def _clear(self) -> None:
+    self._steps = []
+
+  def _on_step(self, action, r, d, next_obs, last) -> None:
+    self._steps.append((self._obs, action, r, d))
+    if len(self._steps) == self._layout.n_step:
+      self._write(next_obs)
+    if last:
+      while self._steps:
+        self._write(next_obs)
+
+  def _write(self, final_obs) -> None:
+    self._rows.write(self._layout.pack(self._steps, final_obs, self._gamma))
+    self._steps.pop(0)
+
+
+def make_adder(server_address: str, layout, *, n_step: int, discount: float,
                should_stop: Callable[[], bool] = lambda: False,
-               flush_every: int = 50, table: str = TABLE) -> NStepAdder:
+               flush_every: int = 50, table: str = TABLE) -> _RowAdder:
+  """The adder for `layout`: NStepAdder for a TransitionLayout, WindowAdder
+  (whose n is the layout's) for a WindowLayout."""
   import reverb
-  return NStepAdder(reverb.Client(server_address), layout, n_step=n_step,
-                    discount=discount, table=table, should_stop=should_stop,
-                    flush_every=flush_every)
+  client = reverb.Client(server_address)
+  kwargs = dict(table=table, should_stop=should_stop, flush_every=flush_every)
+  if isinstance(layout, WindowLayout):
+    if layout.n_step != n_step:
+      raise ValueError(f'window layout has n={layout.n_step}, adder asked '
+                       f'for n_step={n_step}')
+    return WindowAdder(client, layout, discount=discount, **kwargs)
+  return NStepAdder(client, layout, n_step=n_step, discount=discount,
+                    **kwargs)
 
 
 def to_batch(rows: np.ndarray, layout: TransitionLayout, discount: float,
-             k: int, b: int) -> learner_lib.Batch:
+             k: int, b: int) -> Batch:
   """Packed rows [k·b, width] -> Batch of [k, b, ...] float32 arrays, with
   the discount multiplied by γ once (see the module docstring)."""
   rows = np.asarray(rows, np.float32).reshape((k, b, layout.width))
   f = layout.unpack(rows)
-  return learner_lib.Batch(
+  return Batch(
       observation=np.ascontiguousarray(f['observation']),
       action=np.ascontiguousarray(f['action']),
       reward=np.ascontiguousarray(f['reward']),
       discount=(np.float32(discount) * f['discount']).astype(np.float32),
       next_observation=np.ascontiguousarray(f['next_observation']))
+
+
+def to_windows(rows: np.ndarray, layout: WindowLayout, k: int,
+               b: int) -> Windows:
+  """Packed window rows [k·b, width] -> Windows with leading dims [k, b]."""
+  rows = np.asarray(rows, np.float32).reshape((k, b, layout.width))
+  return layout.unpack(rows)
 
 
 class BatchStream:
@@ -271,11 +417,12 @@ class BatchStream:
   leaving it blocked inside Reverb when the process exits.
   """
 
-  def __init__(self, server_address: str, layout: TransitionLayout, *,
-               batch_size: int, steps_per_call: int, discount: float,
-               table: str = TABLE, prefetch: int = 2):
-    self._layout = layout
-    self._args = (server_address, batch_size, steps_per_call, discount, table)
+  def __init__(self, server_address: str, convert: Callable[[np.ndarray], Any],
+               *, rows_per_call: int, table: str = TABLE, prefetch: int = 2):
+    """convert: packed rows [rows_per_call, width] -> what get() returns
+    (e.g. `functools.partial(to_batch, layout=..., discount=..., k=, b=)`)."""
+    self._convert = convert
+    self._args = (server_address, rows_per_call, table)
     self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
     self._error: Optional[BaseException] = None
     self._closed = threading.Event()
@@ -286,17 +433,16 @@ class BatchStream:
   def _run(self):
     try:
       import reverb
-      address, b, k, discount, table = self._args
+      address, rows, table = self._args
       while not self._closed.is_set():
         # A rate-limiter timeout ends the dataset; make a new one and go on.
         dataset = reverb.TrajectoryDataset.from_table_signature(
             server_address=address, table=table,
-            max_in_flight_samples_per_worker=2 * b * k,
+            max_in_flight_samples_per_worker=2 * rows,
             rate_limiter_timeout_ms=_POLL_MS)
-        dataset = dataset.batch(b * k, drop_remainder=True)
+        dataset = dataset.batch(rows, drop_remainder=True)
         for sample in dataset.as_numpy_iterator():
-          batch = to_batch(sample.data[COLUMN], self._layout, discount,
-                           k, b)
+          batch = self._convert(sample.data[COLUMN])
           while not self._closed.is_set():
             try:
               self._queue.put(batch, timeout=_POLL_MS / 1000)
@@ -309,7 +455,7 @@ class BatchStream:
       if not self._closed.is_set():
         self._error = e
 
-  def get(self, timeout: float) -> Optional[learner_lib.Batch]:
+  def get(self, timeout: float):
     if self._error is not None:
       raise RuntimeError(f'replay sampling failed: {self._error!r}') from \
           self._error

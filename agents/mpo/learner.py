@@ -24,26 +24,13 @@ import numpy as np
 import optax
 
 from agents.common import checkpointing
+from agents.common.batches import Batch  # re-exported: learner.Batch
 from agents.common import optimizers
 from agents.common import schedules
 from agents.mpo import duals as duals_lib
 from agents.mpo import losses
 from agents.mpo import networks
 from agents.mpo.config import MPOConfig
-
-
-class Batch(NamedTuple):
-  """n-step transitions; leading dim B (or [K, B] for a multi-step call).
-
-  reward: the discounted n-step return Σ_k γ^k r_k.
-  discount: the whole bootstrap multiplier γ^n · Π env discounts (0 at a
-    terminal state), so the target is reward + discount · V(next_observation).
-  """
-  observation: jax.Array       # [B, O]
-  action: jax.Array            # [B, D]
-  reward: jax.Array            # [B]
-  discount: jax.Array          # [B]
-  next_observation: jax.Array  # [B, O]
 
 
 class LearnerState(NamedTuple):

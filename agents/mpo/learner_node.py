@@ -9,6 +9,7 @@ the stop event between updates, so a checkpoint is never taken mid-update).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -84,11 +85,11 @@ class LearnerNode:
 
   def _stream(self) -> replay.BatchStream:
     if self._batches is None:
+      k, b = self._cfg.sgd_steps_per_call, self._cfg.batch_size
       self._batches = replay.BatchStream(
-          self._replay_address, self._layout,
-          batch_size=self._cfg.batch_size,
-          steps_per_call=self._cfg.sgd_steps_per_call,
-          discount=self._cfg.discount)
+          self._replay_address, functools.partial(
+              replay.to_batch, layout=self._layout,
+              discount=self._cfg.discount, k=k, b=b), rows_per_call=k * b)
     return self._batches
 
   def step(self, timeout: float = 1.0) -> Optional[dict]:

@@ -165,3 +165,65 @@ def test_blocked_write_gives_up_when_stopping():
       adder.add(a, ts)
   adder.close()  # must not block either
   server.stop()
+
+
+@pytest.mark.parametrize('n_step', [1, 3])
+def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
+  import tensorflow as tf
+  window = replay.WindowLayout(3, 2, n_step)
+  sig = lambda w: {replay.COLUMN: tf.TensorSpec([w], tf.float32)}
+  server = reverb.Server([_fifo_table('nstep', sig(LAYOUT.width)),
+                          _fifo_table('window', sig(window.width))])
+  client = reverb.Client(f'localhost:{server.port}')
+  nstep = replay.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
+                            table='nstep', max_in_flight_items=1)
+  windows = replay.WindowAdder(client, window, discount=0.9, table='window',
+                               max_in_flight_items=1)
+  rng = np.random.default_rng(7)
+  episodes = [(7, True), (4, False), (2, True)]
+  all_steps = []
+  for length, terminal in episodes:
+    steps, actions = _episode(rng, length, terminal)
+    all_steps.append((steps, actions))
+    for adder in (nstep, windows):
+      adder.add_first(steps[0])
+      for a, ts in zip(actions, steps[1:]):
+        adder.add(a, ts)
+  nstep.close()
+  windows.close()
+
+  def read(table, count):
+    ds = reverb.TrajectoryDataset.from_table_signature(
+        server_address=f'localhost:{server.port}', table=table,
+        max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
+    return np.stack([s.data[replay.COLUMN]
+                     for s in ds.take(count).as_numpy_iterator()])
+  flat = LAYOUT.unpack(read('nstep', 13))
+  got = window.unpack(read('window', 13))
+  server.stop()
+  # The windows' weighted env rewards and bootstrap are NStepAdder's return
+  # and (γ-completed) discount: relabelling with the env's own rewards
+  # changes nothing.
+  np.testing.assert_allclose(np.sum(got.weights * got.rewards, axis=-1),
+                             flat['reward'], rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(got.bootstrap, 0.9 * flat['discount'],
+                             rtol=1e-6, atol=1e-7)
+  np.testing.assert_array_equal(got.observations[:, 0], flat['observation'])
+  np.testing.assert_array_equal(got.actions[:, 0], flat['action'])
+  np.testing.assert_array_equal(got.observations[:, -1],
+                                flat['next_observation'])
+  # Every step inside a window is the episode's own step, in order.
+  row = 0
+  for steps, actions in all_steps:
+    for t in range(len(actions)):
+      m = min(n_step, len(actions) - t)
+      for k in range(m):
+        np.testing.assert_array_equal(got.observations[row, k],
+                                      steps[t + k].observation)
+        np.testing.assert_array_equal(got.actions[row, k], actions[t + k])
+        assert got.discounts[row, k] == steps[t + k + 1].discount
+        assert got.rewards[row, k] == steps[t + k + 1].reward
+      np.testing.assert_array_equal(got.observations[row, m],
+                                    steps[t + m].observation)
+      assert np.all(got.weights[row, m:] == 0)
+      row += 1
