@@ -3,6 +3,10 @@
   tandem train --config configs/mpo.py:cartpole [--launch local_mp|local_mt]
                [--num_actors N] [--name NAME] [--mpo.duals.num_steps=10 ...]
   tandem train --resume runs/<name> [--env_step_budget=...]
+  tandem train-ail --config configs/ail.py:gail_cartpole --demos FILE.npz
+               [--launch ...] [--num_actors N] [--name NAME] [--ail.kind=airl ...]
+  tandem train-ail --resume runs/<name>
+  tandem collect-demos --run runs/<name> --episodes N --out FILE.npz [--seed S]
   tandem plot runs/<name> [--out PNG]
 
 Everything that can be checked is checked before any process starts: the
@@ -29,6 +33,24 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 class UsageError(ValueError):
   """Bad input found before launch."""
+
+
+def _program(command: str):
+  """The program module of a command: launch.mpo or launch.ail."""
+  if command == 'train-ail':
+    from launch import ail
+    return ail
+  from launch import mpo
+  return mpo
+
+
+def _check_kind(cfg, command: str, where: str) -> None:
+  ail = isinstance(cfg, config_lib.AILTrainConfig)
+  if command == 'train-ail' and not ail:
+    raise UsageError(f'{where}: an MPO config; train it with tandem train')
+  if command == 'train' and ail:
+    raise UsageError(f'{where}: an adversarial imitation config; train it '
+                     'with tandem train-ail')
 
 
 def load_named_config(spec: str) -> config_lib.TrainConfig:
@@ -75,10 +97,12 @@ def _split_overrides(extra: Sequence[str]) -> dict:
   return out
 
 
-def resolve_train_config(args, extra: Sequence[str]):
+def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
   """Returns (TrainConfig, run_dir path, resume flag); raises on bad input."""
   from agents.common import environments
   overrides = _split_overrides(extra)
+  if getattr(args, 'demos', None):
+    overrides['demos'] = os.path.abspath(args.demos)
   if args.num_actors is not None:
     overrides['num_actors'] = str(args.num_actors)
   if args.name is not None:
@@ -96,37 +120,53 @@ def resolve_train_config(args, extra: Sequence[str]):
                        f'invalid ({e})') from e
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
+    _check_kind(cfg, command, f'--resume {args.resume}')
     cfg = config_lib.apply_overrides(cfg, overrides)
     run_dir = os.path.abspath(args.resume)
   else:
     if not args.config:
       raise UsageError('tandem train needs --config <file.py>:<name> or '
                        '--resume <run dir>')
-    cfg = config_lib.apply_overrides(load_named_config(args.config),
-                                     overrides)
+    cfg = load_named_config(args.config)
+    _check_kind(cfg, command, f'--config {args.config}')
+    cfg = config_lib.apply_overrides(cfg, overrides)
     run_dir = os.path.abspath(os.path.join(cfg.runs_root, cfg.name))
   try:
     environments.validate_environment_name(cfg.env)
   except ValueError as e:
     raise UsageError(f'env: {e}') from e
+  if isinstance(cfg, config_lib.AILTrainConfig):
+    check_demonstrations(cfg)
   return cfg, run_dir, bool(args.resume)
 
 
-def check_resumable(cfg, run_dir: str) -> Optional[str]:
+def check_demonstrations(cfg) -> None:
+  """Loads the demonstrations as the learner will, so a file that does not
+  fit the environment fails before launch, naming the file and array."""
+  from agents.ail import demonstrations
+  if not cfg.demos:
+    raise UsageError('tandem train-ail needs --demos FILE.npz (expert '
+                     'demonstrations; README: "Demonstration files")')
+  try:
+    demonstrations.load_for_environment(cfg.demos, cfg.env)
+  except demonstrations.DemoError as e:
+    raise UsageError(f'--demos: {e}') from e
+
+
+def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   """Loads what --resume will load, so a bad file fails before launch."""
   from agents.common import checkpointing
   from agents.common import counting
   from agents.common.rundir import RunDir
-  from agents.mpo import learner as learner_lib
-  from launch import mpo
+  if program is None:
+    from launch import mpo as program
   rd = RunDir(run_dir)
   latest = checkpointing.latest(rd.learner_checkpoints)
   if latest is None:
     raise UsageError(f'--resume {run_dir}: no learner checkpoint in '
                      f'{rd.learner_checkpoints}')
   try:
-    template = learner_lib.init(cfg.mpo, mpo.env_dims(cfg.env), cfg.seed)
-    learner_lib.restore(latest, template)
+    checkpointing.restore_tree(latest, program.learner_template(cfg))
     counting.Counter(rd.counter, restore=True)
   except (checkpointing.CheckpointError, counting.CounterStateError) as e:
     raise UsageError(f'--resume {run_dir}: {e}') from e
@@ -182,8 +222,9 @@ def _print_failure(rd) -> None:
             file=sys.stderr)
 
 
-def train(args, extra) -> int:
-  cfg, run_dir, resume = resolve_train_config(args, extra)
+def train(args, extra, command: str = 'train') -> int:
+  cfg, run_dir, resume = resolve_train_config(args, extra, command)
+  program_lib = _program(command)
   from agents.common.rundir import Lock, RunDir
   from agents.common.files import write_json_atomic
   rd = RunDir(run_dir)
@@ -193,7 +234,7 @@ def train(args, extra) -> int:
   lock = Lock(rd)
   lock.acquire()  # refuses a second program on the same run directory
   if resume:
-    latest = check_resumable(cfg, run_dir)
+    latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')
   rd.make()
   write_json_atomic(rd.config, config_lib.to_dict(cfg))
@@ -204,9 +245,8 @@ def train(args, extra) -> int:
   # Launchpad reads this when its file-output launcher is first imported.
   os.environ['LAUNCHPAD_LOGGING_DIR'] = rd.nodes
   import launchpad as lp
-  from launch import mpo
 
-  program = mpo.build_program(cfg, run_dir, resume=resume)
+  program = program_lib.build_program(cfg, run_dir, resume=resume)
   print(f'run directory: {run_dir}\nlaunching {args.launch} with '
         f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps')
   stop_watch = threading.Event()
@@ -215,7 +255,8 @@ def train(args, extra) -> int:
   if args.launch == 'local_mp':
     manager = lp.launch(program, launch_type='local_mp',
                         terminal='output_to_files',
-                        local_resources=mpo.local_resources('local_mp'))
+                        local_resources=program_lib.local_resources(
+                            'local_mp'))
   else:
     manager = lp.launch(program, launch_type='local_mt')
   watcher.start()
@@ -249,10 +290,53 @@ def train(args, extra) -> int:
     return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)
+  c = final['counts']
+  print(f"\nthroughput: {c['env_steps'] / max(c['elapsed_s'], 1e-9):.1f} env "
+        'steps/s since the run first started')
   print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
         f"(env steps {final['counts']['env_steps']}, learner steps "
         f"{final['counts']['learner_steps']})\nrun directory: {run_dir}")
   lock.release()
+  return EXIT_OK
+
+
+def collect_demos(args) -> int:
+  """Records a run's mean-action policy (latest checkpoint) as a
+  demonstrations file, then loads it back through the loader."""
+  from agents.ail import demonstrations
+  from agents.common import checkpointing
+  from agents.common import environments
+  from agents.common.rundir import RunDir
+  rd = RunDir(os.path.abspath(args.run))
+  if not os.path.isfile(rd.config):
+    raise UsageError(f'--run {args.run}: no config.json there; is it a '
+                     'Tandem run directory?')
+  if args.episodes < 1:
+    raise UsageError(f'--episodes: expected an integer >= 1, got '
+                     f'{args.episodes}')
+  with open(rd.config) as f:
+    cfg = config_lib.from_dict(json.load(f))
+  program = _program('train-ail' if isinstance(
+      cfg, config_lib.AILTrainConfig) else 'train')
+  latest = checkpointing.latest(rd.learner_checkpoints)
+  if latest is None:
+    raise UsageError(f'--run {args.run}: no learner checkpoint in '
+                     f'{rd.learner_checkpoints}')
+  try:
+    state = checkpointing.restore_tree(latest, program.learner_template(cfg))
+  except checkpointing.CheckpointError as e:
+    raise UsageError(f'--run {args.run}: {e}') from e
+  demos = demonstrations.collect(cfg.env, program.policy_of(state), cfg.mpo,
+                                 episodes=args.episodes, seed=args.seed)
+  env = environments.make_environment(cfg.env, seed=0)
+  keys = demonstrations.observation_keys(env)
+  env.close()
+  demonstrations.save(args.out, demos, keys)
+  loaded = demonstrations.load_for_environment(args.out, cfg.env)
+  returns = loaded.episode_returns
+  print(f'{args.out}: {loaded.num_episodes} episodes, '
+        f'{loaded.num_transitions} transitions from {latest}\n'
+        f'return mean {returns.mean():.2f} min {returns.min():.2f}')
   return EXIT_OK
 
 
@@ -282,6 +366,28 @@ def make_parser() -> argparse.ArgumentParser:
   t.add_argument('--name', help='run name (directory under runs_root)')
   t.add_argument('--resume', metavar='RUN_DIR',
                  help='continue the run in RUN_DIR from its last checkpoint')
+  a = sub.add_parser(
+      'train-ail', help='adversarial imitation (GAIL, AIRL) with an MPO '
+      'generator', formatter_class=argparse.RawTextHelpFormatter,
+      epilog='config fields (override any with --path=value; defaults of '
+      'AILTrainConfig shown):\n' +
+      config_lib.describe(config_lib.AILTrainConfig()))
+  a.add_argument('--config', help='<file.py>:<name>, e.g. '
+                 'configs/ail.py:gail_cartpole')
+  a.add_argument('--demos', help='expert demonstrations (.npz; README: '
+                 '"Demonstration files")')
+  a.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
+                 default='local_mp')
+  a.add_argument('--num_actors', type=int)
+  a.add_argument('--name', help='run name (directory under runs_root)')
+  a.add_argument('--resume', metavar='RUN_DIR',
+                 help='continue the run in RUN_DIR from its last checkpoint')
+  c = sub.add_parser('collect-demos', help="record a run's mean-action "
+                     'policy as a demonstrations file')
+  c.add_argument('--run', required=True, help='run directory')
+  c.add_argument('--episodes', type=int, required=True)
+  c.add_argument('--out', required=True, help='.npz file to write')
+  c.add_argument('--seed', type=int, default=0)
   p = sub.add_parser('plot', help='write a learning-curve PNG of a run')
   p.add_argument('run_dir')
   p.add_argument('--out', help='PNG path (default: RUN_DIR/learning_curve.png)')
@@ -292,10 +398,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = make_parser()
   args, extra = parser.parse_known_args(argv)
   try:
-    if args.command == 'train':
-      return train(args, extra)
+    if args.command in ('train', 'train-ail'):
+      return train(args, extra, args.command)
     if extra:
       parser.error(f'unrecognized arguments: {extra}')
+    if args.command == 'collect-demos':
+      return collect_demos(args)
     return plot(args)
   except (UsageError, ConfigError) as e:
     print(f'tandem: error: {e}', file=sys.stderr)

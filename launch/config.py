@@ -14,6 +14,7 @@ import math
 import typing
 from typing import Any
 
+from agents.ail.config import AILConfig
 from agents.mpo import config as mpo_config
 from agents.mpo.config import ConfigError, MPOConfig
 
@@ -116,6 +117,36 @@ class TrainConfig:
     return self.samples_per_insert / self.mpo.batch_size
 
 
+@dataclasses.dataclass(frozen=True)
+class AILTrainConfig(TrainConfig):
+  """An adversarial imitation run (launch/ail.py): the MPO program's
+  settings, the discriminator's (`ail`) and the demonstrations file.
+
+  `mpo.schedule_horizon` counts generator (MPO) steps and
+  `ail.schedule_horizon` discriminator steps; both are stored in the
+  learner's checkpointed state, so every schedule is a function of global
+  counts and a horizon fixed once for the run.
+  """
+  name: str = 'ail'
+  ail: AILConfig = dataclasses.field(default_factory=AILConfig)
+  demos: str = ''
+
+  def __post_init__(self):
+    super().__post_init__()
+    _check(isinstance(self.ail, AILConfig), 'ail', 'an AILConfig', self.ail)
+    _check(isinstance(self.demos, str), 'demos',
+           'the path of a demonstrations file (.npz)', self.demos)
+    _check(self.replay_min_size >= self.ail.batch_size, 'replay_min_size',
+           f'a value >= ail.batch_size={self.ail.batch_size}',
+           self.replay_min_size)
+    k = self.mpo.sgd_steps_per_call
+    # A call never straddles a phase boundary (see AILConfig).
+    _check(self.ail.generator_steps_per_round % k == 0,
+           'ail.generator_steps_per_round',
+           f'a multiple of mpo.sgd_steps_per_call={k}',
+           self.ail.generator_steps_per_round)
+
+
 # --------------------------------------------------------------------------
 # Dotted paths, overrides, JSON.
 
@@ -148,6 +179,11 @@ def to_dict(obj) -> dict:
   return out
 
 
+def config_class(data: dict):
+  """The config class a to_dict() result came from."""
+  return AILTrainConfig if 'ail' in data else TrainConfig
+
+
 def from_dict(data: dict) -> TrainConfig:
   """Inverse of to_dict, re-validating every field."""
   flat = {}
@@ -159,7 +195,7 @@ def from_dict(data: dict) -> TrainConfig:
       else:
         flat[prefix + k] = v
   walk(data, '')
-  return apply_overrides(TrainConfig(), flat)
+  return apply_overrides(config_class(data)(), flat)
 
 
 def apply_overrides(cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:

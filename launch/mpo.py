@@ -36,10 +36,17 @@ def env_dims(env_name: str) -> learner_lib.Dims:
   return learner_lib.Dims(dims.observation_dim, dims.action_dim)
 
 
-def build_program(tc: TrainConfig, run_dir: str, resume: bool = False):
+def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
+                  learner_node_cls=learner_node.LearnerNode,
+                  evaluator_node_cls=acting.EvaluatorNode,
+                  window_steps: bool = False, kind: str = 'mpo'):
+  """The program above. The adversarial program (launch/ail.py) is this
+  program with its own learner and evaluator nodes and replay rows that
+  keep every step of the n-step sum (`window_steps`)."""
   import launchpad as lp
   dims = env_dims(tc.env)
-  layout = replay.TransitionLayout(dims.observation, dims.action)
+  layout = replay.layout_for(dims.observation, dims.action, tc.mpo.n_step,
+                             window_steps)
 
   def replay_tables():
     return [replay.make_table(
@@ -47,7 +54,7 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False):
         samples_per_insert=tc.samples_per_insert,
         error_buffer=tc.replay_error_buffer)]
 
-  program = lp.Program(name=f'tandem-mpo-{tc.name}')
+  program = lp.Program(name=f'tandem-{kind}-{tc.name}')
   with program.group('replay'):
     replay_h = program.add_node(lp.ReverbNode(replay_tables))
   with program.group('counter'):
@@ -56,15 +63,15 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False):
         tc.checkpoint_period_s))
   with program.group('learner'):
     learner = program.add_node(lp.CourierNode(
-        learner_node.LearnerNode, tc, dims, replay_h, counter, run_dir,
-        resume))
+        learner_node_cls, tc, dims, replay_h, counter, run_dir, resume))
   with program.group('actor'):
     for i in range(tc.num_actors):
       program.add_node(lp.CourierNode(
-          acting.ActorNode, tc, i, replay_h, counter, learner, run_dir))
+          acting.ActorNode, tc, i, replay_h, counter, learner, run_dir,
+          window_steps))
   with program.group('evaluator'):
     evaluator = program.add_node(lp.CourierNode(
-        acting.EvaluatorNode, tc, counter, learner, run_dir))
+        evaluator_node_cls, tc, counter, learner, run_dir))
   with program.group('limiter'):
     program.add_node(lp.CourierNode(
         program_nodes.StepsLimiter, counter, learner, evaluator,
@@ -78,3 +85,12 @@ def local_resources(launch_type: str) -> dict:
     return {}
   from launchpad.nodes.python.local_multi_processing import PythonProcess
   return {g: PythonProcess(env=dict(CPU_ONLY)) for g in CPU_GROUPS}
+
+
+def learner_template(tc: TrainConfig) -> learner_lib.LearnerState:
+  """A fresh learner state: what a checkpoint of this run restores into."""
+  return learner_lib.init(tc.mpo, env_dims(tc.env), tc.seed)
+
+
+def policy_of(state: learner_lib.LearnerState):
+  return state.policy

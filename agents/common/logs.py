@@ -15,10 +15,23 @@ from typing import Mapping, Optional
 REQUIRED = ('env_steps', 'learner_steps')
 
 
+def count_columns(counts: Mapping[str, float]) -> dict:
+  """The global counts a row carries, from a Counter snapshot: env and
+  learner steps, discriminator steps and round (0 in programs without a
+  discriminator), and the wall time since the program first started."""
+  return {'env_steps': int(counts['env_steps']),
+          'learner_steps': int(counts['learner_steps']),
+          'discriminator_steps': int(counts.get('discriminator_steps', 0)),
+          'round': int(counts.get('rounds', 0)),
+          'elapsed_s': float(counts['elapsed_s'])}
+
+
 class Logger:
   """Writes rows to <dir>/<label>.csv and (optionally) TensorBoard."""
 
-  def __init__(self, directory: str, label: str, tensorboard: bool = True):
+  def __init__(self, directory: str, label: str, tensorboard: bool = True,
+               required=REQUIRED):
+    self._required = tuple(required)
     self._dir = directory
     self._label = label
     os.makedirs(directory, exist_ok=True)
@@ -36,15 +49,16 @@ class Logger:
     return self._path
 
   def write(self, row: Mapping[str, float], tensorboard: bool = True) -> None:
-    missing = [k for k in REQUIRED if k not in row]
+    missing = [k for k in self._required if k not in row]
     if missing:
       raise ValueError(f'log row for {self._label} lacks global counts '
-                       f'{missing}: every row must carry {list(REQUIRED)}')
+                       f'{missing}: every row must carry '
+                       f'{list(self._required)}')
     row = {k: _scalar(v) for k, v in row.items()}
     row.setdefault('wall_time', time.time())
     if self._fields is None:
-      self._fields = list(REQUIRED) + sorted(k for k in row
-                                             if k not in REQUIRED)
+      self._fields = list(self._required) + sorted(
+          k for k in row if k not in self._required)
       with open(self._path, 'w', newline='') as f:
         csv.writer(f).writerow(self._fields)
     with open(self._path, 'a', newline='') as f:

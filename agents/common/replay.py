@@ -131,6 +131,14 @@ class WindowLayout(NamedTuple):
         rewards=np.ascontiguousarray(rew))
 
 
+def layout_for(observation_dim: int, action_dim: int, n_step: int,
+               window_steps: bool):
+  """The row layout of a table: summed n-step transitions, or windows."""
+  if window_steps:
+    return WindowLayout(observation_dim, action_dim, n_step)
+  return TransitionLayout(observation_dim, action_dim)
+
+
 def make_table(layout, *, max_size: int, min_size: int,
                samples_per_insert: float, error_buffer: float,
                name: str = TABLE):

@@ -94,8 +94,11 @@ class EnvGroup:
 class ActorNode:
 
   def __init__(self, train_config, actor_id: int, replay_client, counter,
-               learner, run_dir: str):
+               learner, run_dir: str, window_steps: bool = False):
+    """window_steps: write n-step windows (replay.WindowLayout) instead of
+    summed n-step transitions, for learners that relabel rewards."""
     self._tc = train_config
+    self._window_steps = window_steps
     self._id = actor_id
     self._replay_address = replay_client.server_address
     self._counter = counter
@@ -115,7 +118,8 @@ class ActorNode:
         tc.env, seed=seed_for(tc.seed, ACTOR_ENVS, self._id, k))
             for k in range(tc.envs_per_actor)]
     dims = environments.env_dims(envs[0])
-    layout = replay.TransitionLayout(dims.observation_dim, dims.action_dim)
+    layout = replay.layout_for(dims.observation_dim, dims.action_dim,
+                               cfg.n_step, self._window_steps)
     adders = [replay.make_adder(self._replay_address, layout,
                                 n_step=cfg.n_step, discount=cfg.discount,
                                 should_stop=stop_requested) for _ in envs]
@@ -150,11 +154,9 @@ class ActorNode:
                       episodes=len(ended))
         unsynced = 0
         for episode_return, episode_steps in ended:
-          logger.write({'env_steps': counts['env_steps'],
-                        'learner_steps': counts['learner_steps'],
+          logger.write({**logs.count_columns(counts),
                         'episode_return': episode_return,
-                        'episode_steps': episode_steps,
-                        'elapsed_s': counts['elapsed_s']})
+                        'episode_steps': episode_steps})
     if unsynced:
       call(self._counter, 'increment', env_steps=unsynced)
     logging.info('actor_%d: budget reached or stop requested; idle', self._id)
@@ -162,17 +164,34 @@ class ActorNode:
       pass
 
 
-def run_episodes(env, actor: actor_lib.Actor, episodes: int) -> list[float]:
-  """Returns of `episodes` episodes of `actor` (deterministic for eval)."""
-  returns = []
+def run_episodes(env, actor: actor_lib.Actor, episodes: int,
+                 record: bool = False):
+  """Returns of `episodes` episodes of `actor` (deterministic for eval).
+
+  With `record`, returns (returns, episodes) where each episode is a dict of
+  arrays observation [T, O], action [T, D], reward [T], discount [T],
+  next_observation [T, O].
+  """
+  returns, recorded = [], []
   for _ in range(episodes):
     timestep = env.reset()
     total = 0.0
+    steps = []
     while not timestep.last():
-      timestep = env.step(actor.select_action(timestep.observation))
+      obs = timestep.observation
+      action = actor.select_action(obs)
+      timestep = env.step(action)
       total += float(timestep.reward)
+      if record:
+        steps.append((obs, action, timestep.reward, timestep.discount,
+                      timestep.observation))
     returns.append(total)
-  return returns
+    if record:
+      names = ('observation', 'action', 'reward', 'discount',
+               'next_observation')
+      recorded.append({name: np.asarray([s[i] for s in steps], np.float32)
+                       for i, name in enumerate(names)})
+  return (returns, recorded) if record else returns
 
 
 class EvaluatorNode:
@@ -198,17 +217,26 @@ class EvaluatorNode:
                                     variable_source=get_variables,
                                     deterministic=True)
 
+  # Whether evaluate_now records its episodes' transitions for
+  # `_episode_metrics` (an evaluator that scores them sets it).
+  records_episodes = False
+
+  def _episode_metrics(self, episodes: list) -> dict:
+    """Extra columns of an evaluation row, from the recorded episodes."""
+    del episodes
+    return {}
+
   def evaluate_now(self, episodes: int = 0, label: str = 'periodic') -> dict:
     """Evaluates the learner's latest policy; logs and returns the result."""
     with self._lock:
       self._setup()
       counts = call(self._counter, 'get_counts')
       self._actor.update(wait=True)  # the learner's latest policy
-      returns = run_episodes(self._env, self._actor,
-                             episodes or self._tc.eval_episodes)
-      row = {'env_steps': counts['env_steps'],
-             'learner_steps': counts['learner_steps'],
-             'elapsed_s': counts['elapsed_s'],
+      returns, recorded = run_episodes(
+          self._env, self._actor, episodes or self._tc.eval_episodes,
+          record=self.records_episodes)
+      row = {**logs.count_columns(counts),
+             **self._episode_metrics(recorded),
              'eval_return': float(np.mean(returns)),
              'eval_return_min': float(np.min(returns)),
              'eval_return_max': float(np.max(returns)),

@@ -39,23 +39,41 @@ class LearnerNode:
     self._layout = replay.TransitionLayout(dims.observation, dims.action)
     self._counter = counter
     self._lock = threading.Lock()
-    self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
-    state = learner_lib.init(self._cfg, dims, seed=train_config.seed)
+    state = self._init_state(dims)
     latest = checkpointing.latest(self._run_dir.learner_checkpoints)
     if resume and latest is not None:
-      state = learner_lib.restore(latest, state)
+      state = checkpointing.restore_tree(latest, state)
       logging.info('learner: restored %s (learner step %d)', latest,
-                   int(state.steps))
+                   self._checkpoint_step(state))
     self._state = state
     self._counts: dict = {}
     self._batches: Optional[replay.BatchStream] = None
-    self._published = jax.device_get(state.policy)
+    self._published = jax.device_get(self._policy(state))
     self._device = str(jax.devices()[0])
     self._logger = logs.Logger(self._run_dir.logs, 'learner',
                                tensorboard=train_config.tensorboard)
     # TensorBoard gets every 100th row: per-step event writes cost more
     # than the CSV rows do.
     self._tb_every = 100 * train_config.learner_log_every
+
+  # What a learner of another algorithm changes ---------------------------
+
+  def _init_state(self, dims: learner_lib.Dims):
+    """Builds the jitted update(s) and returns a freshly initialised state
+    (also the template a checkpoint is restored into)."""
+    self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
+    return learner_lib.init(self._cfg, dims, seed=self._tc.seed)
+
+  def _policy(self, state):
+    return state.policy
+
+  def _checkpoint_step(self, state) -> int:
+    """The number in the checkpoint's file name."""
+    return int(state.steps)
+
+  def _close_streams(self) -> None:
+    if self._batches is not None:
+      self._batches.close()
 
   # Courier methods -------------------------------------------------------
 
@@ -65,14 +83,15 @@ class LearnerNode:
 
   def get_steps(self) -> int:
     with self._lock:
-      return int(self._state.steps)
+      return self._checkpoint_step(self._state)
 
   def save_checkpoint(self) -> str:
     # The counts last seen, not a fresh call: at stop time the counter's
     # server may already be gone, and a call would block.
     with self._lock:
       return checkpointing.save_numbered(
-          self._run_dir.learner_checkpoints, int(self._state.steps),
+          self._run_dir.learner_checkpoints,
+          self._checkpoint_step(self._state),
           self._state, metadata={'counts': self._counts,
                                  'env': self._tc.env},
           keep=self._tc.checkpoints_to_keep)
@@ -98,25 +117,34 @@ class LearnerNode:
     batch = self._stream().get(timeout=timeout)
     if batch is None:
       return None
-    k, every = self._cfg.sgd_steps_per_call, self._tc.learner_log_every
+    k = self._cfg.sgd_steps_per_call
     with self._lock:
       self._state, metrics = self._update(self._state, batch)
-      self._published = jax.device_get(self._state.policy)
+      self._published = jax.device_get(self._policy(self._state))
     metrics = jax.device_get(metrics)
     counts = call(self._counter, 'increment', learner_steps=k)
     self._counts = counts
-    # One row per learner step (or every `every`), all with the global env
-    # steps seen after this call.
-    for i in range(k):
-      step = int(metrics['learner_steps'][i])
-      if step % every == 0:
-        row = {name: float(np.asarray(v)[i]) for name, v in metrics.items()
-               if np.ndim(v) == 1}
-        row.update(env_steps=counts['env_steps'], learner_steps=step,
-                   elapsed_s=counts['elapsed_s'],
-                   skipped_in_call=int(metrics['skipped_in_call']))
-        self._logger.write(row, tensorboard=step % self._tb_every == 0)
+    self._log_call(self._logger, metrics, counts, 'learner_steps')
     return counts
+
+  def _log_call(self, logger, metrics: dict, counts: dict,
+                step_key: str) -> None:
+    """One row per step of an update call (every `learner_log_every`-th),
+    each with the global counts seen after the call and its own step count
+    (`metrics[step_key]`, [K]); per-call scalars go into every row."""
+    every = self._tc.learner_log_every
+    steps = np.asarray(metrics[step_key])
+    per_call = {name: float(v) for name, v in metrics.items()
+                if np.ndim(v) == 0}
+    for i, step in enumerate(steps.astype(int)):
+      if step % every:
+        continue
+      row = {name: float(np.asarray(v)[i]) for name, v in metrics.items()
+             if np.ndim(v) == 1}
+      row.update(per_call)
+      row.update(logs.count_columns(counts))
+      row[step_key] = int(step)
+      logger.write(row, tensorboard=step % self._tb_every == 0)
 
   def _run(self):
     logging.info('learner: JAX device %s', self._device)
@@ -131,7 +159,6 @@ class LearnerNode:
     except Stopping:
       pass
     # Stop requested: the stop handler's work, done between updates.
-    if self._batches is not None:
-      self._batches.close()
+    self._close_streams()
     path = self.save_checkpoint()
     logging.info('learner: stopped, checkpoint %s', path)

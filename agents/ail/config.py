@@ -1,0 +1,99 @@
+"""Adversarial imitation configuration: a frozen, validated dataclass.
+
+The discriminator's side of a GAIL or AIRL run; the generator is MPO, with
+its own `MPOConfig`. Rounds are counted in SGD steps: each round runs
+`discriminator_steps_per_round` discriminator updates, then
+`generator_steps_per_round` MPO updates. Both learning-rate schedules are
+functions of global step counts (the discriminator's over
+`schedule_horizon` discriminator steps), never of a round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
+                               _int_at_least, _non_negative, _one_of,
+                               _optimizer_field)
+
+KINDS = ('gail', 'airl')
+# GAIL (Ho & Ermon 2016) with D = σ(logit) the probability of "expert":
+#   neg_log_one_minus_d: -log(1 - D)   (positive; Ho & Ermon's sign flipped
+#                                        into a reward, as in DAC)
+#   log_d:               log D          (negative: a per-step survival cost)
+#   logit:               log D - log(1 - D)
+# AIRL (Fu et al. 2018): f (the shaped f(s,a,s')) or g (the state(-action)
+# reward term alone).
+REWARDS = {'gail': ('neg_log_one_minus_d', 'log_d', 'logit'),
+           'airl': ('f', 'g')}
+# state_action: GAIL sees (s, a); AIRL's g sees (s, a).
+# state_next_state: GAIL sees (s, s'); AIRL's g sees s alone (the state-only
+# reward of Fu et al. 2018, Sec. 5), its shaping term h always s and s'.
+INPUTS = ('state_action', 'state_next_state')
+
+
+def discriminator_optimizer(name: str = 'adam', learning_rate: float = 3e-4,
+                            **kw) -> OptimizerConfig:
+  return OptimizerConfig(name, learning_rate,
+                         owner='AILConfig.discriminator_optimizer',
+                         choices=DUAL_OPTIMIZERS, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class AILConfig:
+  """GAIL / AIRL discriminator and the round structure."""
+  kind: str = 'gail'
+  reward: str = 'neg_log_one_minus_d'
+  input: str = 'state_action'
+  layers: tuple = (64, 64)
+  discriminator_optimizer: OptimizerConfig = dataclasses.field(
+      default_factory=discriminator_optimizer)
+  batch_size: int = 256               # agent and expert samples, each
+  # Gradient penalty weight λ (Gulrajani et al. 2017, as DAC uses it); 0: off.
+  gradient_penalty: float = 10.0
+  normalize_inputs: bool = True
+  # Normalised observations are clipped to ±this many standard deviations.
+  normalizer_clip: float = 5.0
+  discriminator_steps_per_round: int = 1
+  discriminator_steps_per_call: int = 1
+  generator_steps_per_round: int = 8
+  # Discriminator steps over which its learning-rate schedule runs.
+  schedule_horizon: int = 1_000_000
+
+  def __post_init__(self):
+    o = 'AILConfig'
+    _one_of(o, 'kind', self.kind, KINDS)
+    _one_of(o, 'reward', self.reward, REWARDS[self.kind])
+    _one_of(o, 'input', self.input, INPUTS)
+    v = self.layers
+    if (not isinstance(v, (tuple, list)) or not v or
+        not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                for x in v)):
+      _fail(o, 'layers', 'a non-empty tuple of integers >= 1', v)
+    object.__setattr__(self, 'layers', tuple(v))
+    _optimizer_field(o, 'discriminator_optimizer',
+                     self.discriminator_optimizer, DUAL_OPTIMIZERS)
+    _int_at_least(o, 'batch_size', self.batch_size, 1)
+    _non_negative(o, 'gradient_penalty', self.gradient_penalty)
+    if not isinstance(self.normalize_inputs, bool):
+      _fail(o, 'normalize_inputs', 'true or false', self.normalize_inputs)
+    if not (isinstance(self.normalizer_clip, (int, float)) and
+            not isinstance(self.normalizer_clip, bool) and
+            math.isfinite(self.normalizer_clip) and self.normalizer_clip > 0):
+      _fail(o, 'normalizer_clip', 'a finite number > 0', self.normalizer_clip)
+    _int_at_least(o, 'discriminator_steps_per_round',
+                  self.discriminator_steps_per_round, 1)
+    _int_at_least(o, 'discriminator_steps_per_call',
+                  self.discriminator_steps_per_call, 1)
+    _int_at_least(o, 'generator_steps_per_round',
+                  self.generator_steps_per_round, 1)
+    _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
+    # A call never straddles two phases, so a checkpoint (taken between
+    # calls) always lands on a step boundary the round plan knows.
+    if self.discriminator_steps_per_round % \
+        self.discriminator_steps_per_call:
+      _fail(o, 'discriminator_steps_per_round',
+            'a multiple of discriminator_steps_per_call='
+            f'{self.discriminator_steps_per_call}',
+            self.discriminator_steps_per_round)

@@ -1,0 +1,229 @@
+"""The adversarial imitation learner: a discriminator and an MPO generator.
+
+Imports nothing from TensorFlow, Reverb or Launchpad (like agents/mpo's
+learner core), so it runs and is benchmarked with jax and optax alone.
+
+A round is `discriminator_steps_per_round` discriminator steps (agent
+transitions from replay against expert transitions from the demonstrations)
+followed by `generator_steps_per_round` MPO steps whose rewards the current
+discriminator computes at the moment the batch is used: replay stores
+n-step windows (`batches.Windows`) and every step inside the n-step sum is
+relabelled (`relabel`), so no reward a discriminator computed earlier is
+ever reused. Where a run stands in its rounds is a function of the two
+global step counts alone (`RoundPlan`), and every learning rate of a
+function of a global step count and a horizon stored in the state, so a run
+split into rounds, stopped or resumed sees exactly the values of one run.
+
+Papers: GAIL (Ho & Ermon 2016), AIRL (Fu et al. 2018), off-policy
+adversarial imitation with replay and relabelled rewards (DAC, Kostrikov et
+al. 2019), MPO (Abdolmaleki et al. 2018a, b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from agents.ail import discriminator as disc
+from agents.ail.config import AILConfig
+from agents.common import checkpointing
+from agents.common.batches import Batch, Windows
+from agents.mpo import learner as mpo_learner
+from agents.mpo import networks
+from agents.mpo.config import MPOConfig
+
+
+class AILState(NamedTuple):
+  generator: mpo_learner.LearnerState
+  discriminator: disc.DiscriminatorState
+  key: jax.Array   # uint32[2]: draws the expert batches
+
+
+# --------------------------------------------------------------------------
+# Rounds.
+
+
+class Position(NamedTuple):
+  round: int    # rounds completed
+  phase: str    # 'discriminator' or 'generator': what the next step is
+  left: int     # steps of that phase left in this round
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundPlan:
+  """Where a run stands, from its global discriminator and generator step
+  counts alone: nothing about a round is state that a restart could lose."""
+  discriminator_steps: int   # per round
+  generator_steps: int       # per round
+
+  def position(self, discriminator_steps: int,
+               generator_steps: int) -> Position:
+    done = min(discriminator_steps // self.discriminator_steps,
+               generator_steps // self.generator_steps)
+    if discriminator_steps < (done + 1) * self.discriminator_steps:
+      return Position(done, 'discriminator',
+                      (done + 1) * self.discriminator_steps -
+                      discriminator_steps)
+    return Position(done, 'generator',
+                    (done + 1) * self.generator_steps - generator_steps)
+
+
+def position(ail_cfg: AILConfig, state: AILState) -> Position:
+  plan = RoundPlan(ail_cfg.discriminator_steps_per_round,
+                   ail_cfg.generator_steps_per_round)
+  return plan.position(int(state.discriminator.steps),
+                       int(state.generator.steps))
+
+
+# --------------------------------------------------------------------------
+# State.
+
+
+def init(mpo_cfg: MPOConfig, ail_cfg: AILConfig, dims: mpo_learner.Dims,
+         seed: int) -> AILState:
+  key = jax.random.fold_in(jax.random.PRNGKey(seed), 0xA11)
+  return AILState(
+      generator=mpo_learner.init(mpo_cfg, dims, seed),
+      discriminator=disc.init(ail_cfg, dims.observation, dims.action,
+                              seed + 1),
+      key=key)
+
+
+def policy_log_prob(mpo_cfg: MPOConfig, policy, observation: jax.Array,
+                    action: jax.Array) -> jax.Array:
+  """log π(a|s) under the policy `policy`: obs [..., O], action [..., D] ->
+  [...]. AIRL's logit subtracts it (Fu et al. 2018, Eq. 3)."""
+  dist = networks.apply_policy(policy, observation,
+                               init_scale=mpo_cfg.policy_init_scale,
+                               min_scale=mpo_cfg.policy_min_scale)
+  return jnp.sum(networks.gaussian_log_prob(dist, action), axis=-1)
+
+
+def window_steps(windows: Windows) -> disc.Transitions:
+  """Every step of every window as a transition: leading dims [..., n]."""
+  obs = windows.observations
+  return disc.Transitions(observation=obs[..., :-1, :],
+                          action=windows.actions,
+                          next_observation=obs[..., 1:, :],
+                          discount=windows.discounts)
+
+
+def first_steps(windows: Windows) -> disc.Transitions:
+  """The first step of each window ([...]): each start state is written
+  once, so these are replay's transitions, sampled uniformly."""
+  obs = windows.observations
+  return disc.Transitions(observation=obs[..., 0, :],
+                          action=windows.actions[..., 0, :],
+                          next_observation=obs[..., 1, :],
+                          discount=windows.discounts[..., 0])
+
+
+def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
+            d_state: disc.DiscriminatorState,
+            windows: Windows) -> tuple[Batch, jax.Array]:
+  """The n-step batch with every step's reward from the discriminator now.
+
+  windows: leading dims [B]. Returns (Batch [B], rewards [B, n]) with
+  Batch.reward = Σ_k weights_k · r_k, r_k = reward(s_k, a_k, s_{k+1}).
+  """
+  r = disc.rewards(ail_cfg, d_state.params, d_state.normalizer,
+                   window_steps(windows), mpo_cfg.discount)
+  r = jax.lax.stop_gradient(r)
+  batch = Batch(observation=windows.observations[..., 0, :],
+                action=windows.actions[..., 0, :],
+                reward=jnp.sum(windows.weights * r, axis=-1),
+                discount=windows.bootstrap,
+                next_observation=windows.observations[..., -1, :])
+  return batch, r
+
+
+def generator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig, state: AILState,
+                   windows: Windows) -> tuple[AILState, dict]:
+  """One MPO step on relabelled rewards; windows: leading dims [B]."""
+  batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows)
+  generator, metrics = mpo_learner.sgd_step(mpo_cfg, state.generator, batch)
+  valid = (windows.weights > 0).astype(jnp.float32)
+  count = jnp.maximum(jnp.sum(valid), 1.0)
+  metrics['learned_reward_mean'] = jnp.sum(valid * r) / count
+  metrics['env_reward_mean'] = jnp.sum(valid * windows.rewards) / count
+  metrics['discriminator_steps'] = state.discriminator.steps
+  return state._replace(generator=generator), metrics
+
+
+def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
+                       state: AILState, windows: Windows,
+                       expert_data: disc.Transitions) -> tuple[AILState, dict]:
+  """One discriminator step: the first steps of `windows` ([B]) against B
+  expert transitions drawn uniformly from expert_data ([T]) in-graph, with
+  the state's key, so a restored run draws the same expert batches."""
+  key, k_expert = jax.random.split(state.key)
+  size = expert_data.discount.shape[0]
+  idx = jax.random.randint(k_expert, (ail_cfg.batch_size,), 0, size)
+  expert = jax.tree_util.tree_map(lambda x: x[idx], expert_data)
+  agent = first_steps(windows)
+  if ail_cfg.kind == 'airl':
+    # The current policy's log-probabilities (Fu et al. 2018): the
+    # generator's online policy at this moment, not a stored one.
+    policy = state.generator.policy
+    lp_expert = policy_log_prob(mpo_cfg, policy, expert.observation,
+                                expert.action)
+    lp_agent = policy_log_prob(mpo_cfg, policy, agent.observation,
+                               agent.action)
+  else:
+    lp_expert = jnp.zeros_like(expert.discount)
+    lp_agent = jnp.zeros_like(agent.discount)
+  d_state, metrics = disc.update(ail_cfg, state.discriminator, expert, agent,
+                                 jax.lax.stop_gradient(lp_expert),
+                                 jax.lax.stop_gradient(lp_agent),
+                                 mpo_cfg.discount)
+  metrics['learner_steps'] = state.generator.steps
+  return state._replace(discriminator=d_state, key=key), metrics
+
+
+def make_generator_update(mpo_cfg: MPOConfig, ail_cfg: AILConfig):
+  """jit(update(state, windows [K, B, ...])) -> (state, metrics [K])."""
+  def update(state, windows):
+    return jax.lax.scan(
+        lambda s, w: generator_step(mpo_cfg, ail_cfg, s, w), state, windows)
+  return jax.jit(update, donate_argnums=(0,))
+
+
+def make_discriminator_update(mpo_cfg: MPOConfig, ail_cfg: AILConfig):
+  """jit(update(state, windows [K, B, ...], expert_data [T])) -> (state,
+  metrics [K])."""
+  def update(state, windows, expert_data):
+    return jax.lax.scan(
+        lambda s, w: discriminator_step(mpo_cfg, ail_cfg, s, w, expert_data),
+        state, windows)
+  return jax.jit(update, donate_argnums=(0,))
+
+
+def expert_transitions(demos) -> disc.Transitions:
+  """agents.ail.demonstrations.Demonstrations -> device Transitions [T]."""
+  return disc.Transitions(
+      observation=jnp.asarray(demos.observation, jnp.float32),
+      action=jnp.asarray(demos.action, jnp.float32),
+      next_observation=jnp.asarray(demos.next_observation, jnp.float32),
+      discount=jnp.asarray(demos.discount, jnp.float32))
+
+
+# --------------------------------------------------------------------------
+# Checkpoints: every leaf of AILState (both networks' optimizer states with
+# their counts, duals, normaliser statistics, PRNG keys, step counts and
+# horizons) by its tree path, no pickle.
+
+
+def save(path: str, state: AILState, metadata=None) -> None:
+  checkpointing.save_tree(path, state, metadata)
+
+
+def restore(path: str, template: AILState) -> AILState:
+  return checkpointing.restore_tree(path, template)
+
+
+def to_numpy(tree):
+  return jax.tree_util.tree_map(np.asarray, tree)

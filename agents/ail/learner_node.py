@@ -1,0 +1,134 @@
+"""The adversarial learner as a program node: rounds of discriminator and
+generator updates, both fed from the agent replay table.
+
+The MPO learner node with three changes: the state is an `AILState`, replay
+rows are n-step windows (every step kept, so the generator's rewards are
+recomputed by the current discriminator when a batch is used), and each
+update call is a discriminator call or a generator call, as the round plan
+(`learner.RoundPlan`, a function of the two global step counts) says.
+
+Demonstrations live on the learner, as device arrays drawn from in-graph
+with the learner's PRNG key, not in a Reverb table: they never change, a
+file of a few MB (20k transitions: 0.9 MB) fits any accelerator many times
+over, sampling costs no RPC and no rate-limiter interplay with the agent
+table, and the draws are part of the checkpointed state, so a resumed run
+draws exactly the expert batches an uninterrupted one would.
+
+The agent table is sampled by both updates; `samples_per_insert` covers
+both (per round: D·discriminator batch + G·generator batch samples).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Optional
+
+import jax
+import numpy as np
+
+from agents.ail import demonstrations
+from agents.ail import learner as ail_learner
+from agents.common import logs
+from agents.common import replay
+from agents.common.lifecycle import call
+from agents.mpo import learner_node
+
+ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
+
+
+class AILLearnerNode(learner_node.LearnerNode):
+
+  def __init__(self, train_config, dims, replay_client, counter, run_dir: str,
+               resume: bool = False):
+    self._ail = train_config.ail
+    self._windows = replay.WindowLayout(dims.observation, dims.action,
+                                        train_config.mpo.n_step)
+    self._disc_batches: Optional[replay.BatchStream] = None
+    super().__init__(train_config, dims, replay_client, counter, run_dir,
+                     resume)
+    self._logger = logs.Logger(self._run_dir.logs, 'learner',
+                               tensorboard=train_config.tensorboard,
+                               required=ROW_COUNTS)
+    self._disc_logger = logs.Logger(self._run_dir.logs, 'discriminator',
+                                    tensorboard=train_config.tensorboard,
+                                    required=ROW_COUNTS)
+    self._discriminator = jax.device_get(
+        (self._state.discriminator.params,
+         self._state.discriminator.normalizer))
+
+  # LearnerNode's hooks ------------------------------------------------------
+
+  def _init_state(self, dims):
+    demos = demonstrations.load_for_environment(self._tc.demos, self._tc.env)
+    logging.info('learner: %d expert transitions (%d episodes) from %s',
+                 demos.num_transitions, demos.num_episodes, self._tc.demos)
+    self._expert = ail_learner.expert_transitions(demos)
+    self._update_generator = ail_learner.make_generator_update(
+        self._cfg, self._ail)
+    self._update_discriminator = ail_learner.make_discriminator_update(
+        self._cfg, self._ail)
+    return ail_learner.init(self._cfg, self._ail, dims, seed=self._tc.seed)
+
+  def _policy(self, state):
+    return state.generator.policy
+
+  def _checkpoint_step(self, state) -> int:
+    return int(state.generator.steps)
+
+  def _close_streams(self) -> None:
+    for stream in (self._batches, self._disc_batches):
+      if stream is not None:
+        stream.close()
+
+  # Courier methods -------------------------------------------------------
+
+  def get_discriminator(self):
+    """(params, normalizer) of the latest discriminator, as numpy."""
+    return self._discriminator
+
+  # ------------------------------------------------------------------------
+
+  def _windows_stream(self, k: int, b: int) -> replay.BatchStream:
+    return replay.BatchStream(
+        self._replay_address, functools.partial(
+            replay.to_windows, layout=self._windows, k=k, b=b),
+        rows_per_call=k * b)
+
+  def step(self, timeout: float = 1.0) -> Optional[dict]:
+    """One update call of the phase the round plan says is next; returns the
+    counts after it, or None if no batch arrived in `timeout` seconds."""
+    before = ail_learner.position(self._ail, self._state)
+    if before.phase == 'discriminator':
+      k = self._ail.discriminator_steps_per_call
+      if self._disc_batches is None:
+        self._disc_batches = self._windows_stream(k, self._ail.batch_size)
+      windows = self._disc_batches.get(timeout=timeout)
+      if windows is None:
+        return None
+      with self._lock:
+        self._state, metrics = self._update_discriminator(
+            self._state, windows, self._expert)
+        self._discriminator = jax.device_get(
+            (self._state.discriminator.params,
+             self._state.discriminator.normalizer))
+      counts = call(self._counter, 'increment', discriminator_steps=k)
+      logger, step_key = self._disc_logger, 'discriminator_steps'
+    else:
+      k = self._cfg.sgd_steps_per_call
+      if self._batches is None:
+        self._batches = self._windows_stream(k, self._cfg.batch_size)
+      windows = self._batches.get(timeout=timeout)
+      if windows is None:
+        return None
+      with self._lock:
+        self._state, metrics = self._update_generator(self._state, windows)
+        self._published = jax.device_get(self._policy(self._state))
+      after = ail_learner.position(self._ail, self._state)
+      counts = call(self._counter, 'increment', learner_steps=k,
+                    rounds=after.round - before.round)
+      logger, step_key = self._logger, 'learner_steps'
+    self._counts = counts
+    metrics = jax.device_get(metrics)
+    self._log_call(logger, metrics, counts, step_key)
+    return counts

@@ -1,0 +1,62 @@
+"""Named adversarial imitation experiments:
+`tandem train-ail --config configs/ail.py:<name> --demos FILE.npz`.
+
+The generator is the MPO of configs/mpo.py's cartpole run; what changes is
+the reward (the discriminator's, recomputed for every step of each n-step
+window when the batch is used) and the rounds: one discriminator step per 8
+generator steps (one jitted call each).
+"""
+
+from agents.ail.config import AILConfig, discriminator_optimizer
+from agents.mpo.config import MPOConfig
+from configs import mpo as mpo_configs
+from launch.config import AILTrainConfig
+
+CONFIGS = ('gail_cartpole', 'airl_cartpole', 'tiny')
+
+
+def _cartpole(name: str, ail: AILConfig) -> AILTrainConfig:
+  return AILTrainConfig(
+      name=name, env='cartpole:swingup', num_actors=2,
+      env_step_budget=150_000,
+      samples_per_insert=mpo_configs.CARTPOLE_SAMPLES_PER_INSERT,
+      mpo=mpo_configs._learner(schedule_horizon=60_000),  # pylint: disable=protected-access
+      ail=ail)
+
+
+def gail_cartpole() -> AILTrainConfig:
+  """GAIL (Ho & Ermon 2016) with DAC's gradient penalty and reward
+  -log(1 - D), state-action input."""
+  return _cartpole('gail_cartpole', AILConfig(
+      kind='gail', reward='neg_log_one_minus_d', input='state_action',
+      discriminator_steps_per_round=1, generator_steps_per_round=8,
+      gradient_penalty=10.0,
+      discriminator_optimizer=discriminator_optimizer(learning_rate=3e-4)))
+
+
+def airl_cartpole() -> AILTrainConfig:
+  """AIRL (Fu et al. 2018): f(s,a,s') = g(s,a) + γ h(s') − h(s), logit
+  f − log π(a|s) under the current policy; the generator is rewarded
+  with f."""
+  return _cartpole('airl_cartpole', AILConfig(
+      kind='airl', reward='f', input='state_action',
+      discriminator_steps_per_round=1, generator_steps_per_round=8,
+      gradient_penalty=10.0,
+      discriminator_optimizer=discriminator_optimizer(learning_rate=3e-4)))
+
+
+def tiny() -> AILTrainConfig:
+  """Seconds-long runs for tests: small networks, small budget."""
+  return AILTrainConfig(
+      name='tiny_ail', env='cartpole:swingup', num_actors=1, envs_per_actor=2,
+      env_step_budget=3_000, replay_min_size=64, samples_per_insert=8.0,
+      replay_error_buffer=100.0, eval_period_env_steps=2_000,
+      eval_episodes=1, final_eval_episodes=1, checkpoint_period_s=5.0,
+      actor_update_period=50, counter_sync_period=50, learner_log_every=1,
+      tensorboard=False,
+      mpo=MPOConfig(policy_layers=(32, 32), critic_layers=(32, 32),
+                    batch_size=32, num_samples=8, sgd_steps_per_call=2),
+      ail=AILConfig(layers=(16, 16), batch_size=32,
+                    discriminator_steps_per_round=2,
+                    discriminator_steps_per_call=1,
+                    generator_steps_per_round=4))

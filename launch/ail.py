@@ -1,0 +1,40 @@
+"""The adversarial imitation program (GAIL, AIRL): the MPO program's nodes,
+with an adversarial learner and replay rows that keep every n-step.
+
+            ┌── counter (global counts incl. discriminator steps, rounds)
+actors ×N ──┤ env → policy (CPU) → window adder ──► agent table (Reverb;
+            │                     n-step windows, every step kept)
+            └── learner.get_variables                    │
+evaluator ─ mean action: true return and learned reward  │
+            vs global env steps                          ▼
+learner ─ rounds: D discriminator steps (agent windows vs demonstrations
+          held on the learner), then G MPO steps on rewards the current
+          discriminator computes for every step of each window
+limiter ─ at the env-step budget: final eval, checkpoints, stop
+"""
+
+from __future__ import annotations
+
+from agents.ail import acting as ail_acting
+from agents.ail import learner as ail_learner
+from agents.ail.learner_node import AILLearnerNode
+from launch import mpo
+from launch.config import AILTrainConfig
+
+local_resources = mpo.local_resources
+
+
+def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False):
+  return mpo.build_program(tc, run_dir, resume,
+                           learner_node_cls=AILLearnerNode,
+                           evaluator_node_cls=ail_acting.AILEvaluatorNode,
+                           window_steps=True, kind='ail')
+
+
+def learner_template(tc: AILTrainConfig) -> ail_learner.AILState:
+  """A fresh learner state: what a checkpoint of this run restores into."""
+  return ail_learner.init(tc.mpo, tc.ail, mpo.env_dims(tc.env), tc.seed)
+
+
+def policy_of(state: ail_learner.AILState):
+  return state.generator.policy

@@ -1,0 +1,390 @@
+"""Tests for agents.ail.demonstrations."""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from agents.ail import demonstrations
+from agents.common import environments
+from agents.mpo import config as mpo_config
+from agents.mpo import networks
+
+DemoError = demonstrations.DemoError
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+EXPERT_PATH = os.path.join(_REPO_ROOT, '..', 'shared', 'demos',
+                           'cartpole_swingup_expert.npz')
+
+# A dm_control-like layout, with two action dims so that width errors show.
+KEYS = [('position', 3), ('velocity', 2)]
+OBS_DIM, ACT_DIM = 5, 2
+
+
+def _demos(episodes=2, steps=5, seed=0):
+  """Valid synthetic Demonstrations: each episode a chain of observations."""
+  rng = np.random.default_rng(seed)
+  rows = {name: [] for name in demonstrations.Demonstrations._fields}
+  for e in range(episodes):
+    chain = rng.standard_normal((steps + 1, OBS_DIM)).astype(np.float32)
+    rewards = rng.uniform(0, 1, steps).astype(np.float32)
+    rows['observation'].append(chain[:-1])
+    rows['next_observation'].append(chain[1:])
+    rows['action'].append(
+        rng.uniform(-1, 1, (steps, ACT_DIM)).astype(np.float32))
+    rows['reward'].append(rewards)
+    rows['discount'].append(np.ones(steps, np.float32))
+    # Not 0..E-1, as in the expert file (numbered by seed).
+    rows['episode_index'].append(np.full(steps, 10 + e, np.int32))
+    rows['step_index'].append(np.arange(steps, dtype=np.int32))
+    rows['episode_returns'].append(
+        np.array([rewards.sum(dtype=np.float64)], np.float32))
+  return demonstrations.Demonstrations(
+      **{k: np.concatenate(v) for k, v in rows.items()})
+
+
+def _arrays(demos=None, layout='keys'):
+  """The file arrays of `demos`, as a dict to corrupt before writing."""
+  demos = _demos() if demos is None else demos
+  arrays = {
+      'actions': demos.action, 'rewards': demos.reward,
+      'discounts': demos.discount, 'episode_index': demos.episode_index,
+      'step_index': demos.step_index,
+      'episode_returns': demos.episode_returns}
+  for prefix, obs in (('observations', demos.observation),
+                      ('next_observations', demos.next_observation)):
+    if layout == 'flat':
+      arrays[prefix] = obs
+    else:
+      arrays[f'{prefix}_position'] = obs[:, :3]
+      arrays[f'{prefix}_velocity'] = obs[:, 3:]
+  return {k: np.array(v) for k, v in arrays.items()}
+
+
+def _write(tmp_path, arrays, name='demos.npz'):
+  path = str(tmp_path / name)
+  with open(path, 'wb') as f:
+    np.savez(f, **arrays)
+  return path
+
+
+def _load(path, keys=KEYS):
+  return demonstrations.load(path, observation_dim=OBS_DIM,
+                             action_dim=ACT_DIM, observation_keys=keys)
+
+
+def _assert_equal(a, b):
+  for field in demonstrations.Demonstrations._fields:
+    x, y = getattr(a, field), getattr(b, field)
+    assert x.dtype == y.dtype, field
+    np.testing.assert_array_equal(x, y, err_msg=field)
+
+
+def _error(path, keys=KEYS) -> str:
+  """Loads a bad file; returns the error message with the path cut out.
+
+  The path is cut because pytest names tmp_path after the test, so words
+  such as 'missing' would otherwise match the path rather than the message.
+  """
+  with pytest.raises(DemoError) as info:
+    _load(path, keys)
+  message = str(info.value)
+  assert path in message
+  return message.replace(path, '<path>')
+
+
+# ---------------------------------------------------------------------------
+# The shared expert file and environments.
+# ---------------------------------------------------------------------------
+
+
+def test_expert_file_loads_for_cartpole_swingup():
+  if not os.path.exists(EXPERT_PATH):
+    pytest.skip(f'shared expert demos not present at {EXPERT_PATH}')
+  demos = demonstrations.load_for_environment(EXPERT_PATH, 'cartpole:swingup')
+  assert demos.num_transitions == 20000
+  assert demos.num_episodes == 20
+  assert demos.observation.shape == (20000, 5)
+  assert demos.next_observation.shape == (20000, 5)
+  assert demos.action.shape == (20000, 1)
+  assert demos.observation.dtype == np.float32
+  assert demos.episode_index.dtype == np.int32
+  assert demos.episode_returns.mean() == pytest.approx(869.36, abs=0.01)
+  # Flattened in spec order: position (x, cos, sin) before velocity.
+  with np.load(EXPERT_PATH) as raw:
+    np.testing.assert_array_equal(demos.observation[:, :3],
+                                  raw['observations_position'])
+    np.testing.assert_array_equal(demos.observation[:, 3:],
+                                  raw['observations_velocity'])
+
+
+def test_observation_keys():
+  env = environments.make_environment('cartpole:swingup', seed=0)
+  try:
+    assert demonstrations.observation_keys(env) == [('position', 3),
+                                                    ('velocity', 2)]
+  finally:
+    env.close()
+  env = environments.make_environment('gym:Pendulum-v1', seed=0)
+  try:
+    assert demonstrations.observation_keys(env) is None
+  finally:
+    env.close()
+
+
+# ---------------------------------------------------------------------------
+# Round trips and layouts.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('keys', [KEYS, None], ids=['per_key', 'flat'])
+def test_save_load_round_trip(tmp_path, keys):
+  demos = _demos()
+  path = str(tmp_path / 'out.npz')
+  demonstrations.save(path, demos, observation_keys=keys)
+  with np.load(path) as raw:
+    names = set(raw.files)
+  if keys is None:
+    assert {'observations', 'next_observations'} <= names
+    assert 'observations_position' not in names
+  else:
+    assert 'observations' not in names
+    assert {'observations_position', 'next_observations_velocity'} <= names
+  loaded = _load(path, keys)
+  _assert_equal(loaded, demos)
+  assert loaded.num_transitions == 10 and loaded.num_episodes == 2
+
+
+def test_flat_observations_win_over_keys(tmp_path):
+  demos = _demos()
+  path = _write(tmp_path, _arrays(demos, layout='flat'))
+  # Keys that match nothing in the file: the flat array is used anyway.
+  loaded = demonstrations.load(path, observation_dim=OBS_DIM,
+                               action_dim=ACT_DIM,
+                               observation_keys=[('other', 5)])
+  _assert_equal(loaded, demos)
+
+
+def test_per_key_file_without_keys_is_an_error(tmp_path):
+  message = _error(_write(tmp_path, _arrays()), keys=None)
+  assert 'observations' in message and 'observation_keys' in message
+
+
+def test_episode_returns_computed_when_absent(tmp_path):
+  demos = _demos()
+  arrays = _arrays(demos)
+  del arrays['episode_returns']
+  loaded = _load(_write(tmp_path, arrays))
+  np.testing.assert_allclose(loaded.episode_returns, demos.episode_returns,
+                             rtol=1e-6)
+  assert loaded.episode_returns.dtype == np.float32
+
+
+def test_float64_and_int64_are_cast(tmp_path):
+  demos = _demos()
+  arrays = {k: (v.astype(np.float64) if v.dtype == np.float32
+                else v.astype(np.int64)) for k, v in _arrays(demos).items()}
+  _assert_equal(_load(_write(tmp_path, arrays)), demos)
+
+
+def test_save_refuses_invalid_demos(tmp_path):
+  demos = _demos()
+  action = demos.action.copy()
+  action[3, 1] = 1.5
+  path = str(tmp_path / 'bad.npz')
+  with pytest.raises(DemoError, match='actions'):
+    demonstrations.save(path, demos._replace(action=action))
+  assert not os.path.exists(path)
+
+
+# ---------------------------------------------------------------------------
+# Bad inputs: one corruption each; the error names the file and the array.
+# ---------------------------------------------------------------------------
+
+
+def test_wrong_observation_width_per_key(tmp_path):
+  arrays = _arrays()
+  arrays['observations_position'] = np.zeros((10, 4), np.float32)
+  message = _error(_write(tmp_path, arrays))
+  assert "'observations_position'" in message and '(10, 4)' in message
+
+
+def test_wrong_observation_width_flat(tmp_path):
+  arrays = _arrays(layout='flat')
+  arrays['observations'] = np.zeros((10, 6), np.float32)
+  message = _error(_write(tmp_path, arrays), keys=None)
+  assert "'observations'" in message and '(10, 6)' in message
+
+
+def test_wrong_action_shape(tmp_path):
+  arrays = _arrays()
+  arrays['actions'] = arrays['actions'][:, :1]
+  message = _error(_write(tmp_path, arrays))
+  assert "'actions'" in message and '(10, 1)' in message
+
+
+def test_length_mismatch(tmp_path):
+  arrays = _arrays()
+  arrays['rewards'] = arrays['rewards'][:9]
+  message = _error(_write(tmp_path, arrays))
+  assert "'rewards'" in message and '10' in message and '9' in message
+
+
+def test_empty_file(tmp_path):
+  arrays = {k: v[:0] for k, v in _arrays().items()}
+  message = _error(_write(tmp_path, arrays))
+  assert 'observations' in message and 'empty' in message
+
+
+def test_integer_observations_rejected(tmp_path):
+  arrays = _arrays()
+  arrays['observations_velocity'] = np.zeros((10, 2), np.int32)
+  message = _error(_write(tmp_path, arrays))
+  assert "'observations_velocity'" in message and 'floating' in message
+
+
+def test_float_step_index_rejected(tmp_path):
+  arrays = _arrays()
+  arrays['step_index'] = arrays['step_index'].astype(np.float32)
+  message = _error(_write(tmp_path, arrays))
+  assert "'step_index'" in message and 'integer' in message
+
+
+def test_nan_in_observations(tmp_path):
+  arrays = _arrays()
+  arrays['observations_velocity'][7, 1] = np.nan
+  message = _error(_write(tmp_path, arrays))
+  assert "'observations_velocity'" in message and 'row 7' in message
+
+
+def test_action_out_of_range(tmp_path):
+  arrays = _arrays()
+  arrays['actions'][4, 0] = -1.25
+  message = _error(_write(tmp_path, arrays))
+  assert "'actions'" in message and 'row 4' in message
+  assert '-1.25' in message
+
+
+def test_discount_out_of_range(tmp_path):
+  arrays = _arrays()
+  arrays['discounts'][2] = 1.5
+  message = _error(_write(tmp_path, arrays))
+  assert "'discounts'" in message and 'row 2' in message
+
+
+def test_missing_array(tmp_path):
+  arrays = _arrays()
+  del arrays['rewards']
+  message = _error(_write(tmp_path, arrays))
+  assert "'rewards'" in message and 'missing' in message
+  # Lists what the file has.
+  assert 'discounts' in message
+
+
+def test_missing_per_key_array(tmp_path):
+  arrays = _arrays()
+  del arrays['next_observations_velocity']
+  message = _error(_write(tmp_path, arrays))
+  assert "'next_observations_velocity'" in message and 'missing' in message
+
+
+def test_truncated_file(tmp_path):
+  path = _write(tmp_path, _arrays())
+  with open(path, 'rb') as f:
+    data = f.read()
+  with open(path, 'wb') as f:
+    f.write(data[:len(data) // 2])
+  message = _error(path)
+  assert 'not a readable .npz' in message
+
+
+def test_pickled_object_array(tmp_path):
+  arrays = _arrays()
+  arrays['rewards'] = np.array([object()] * 10, dtype=object)
+  message = _error(_write(tmp_path, arrays))
+  assert "'rewards'" in message and 'pickled object array' in message
+
+
+def test_missing_file(tmp_path):
+  message = _error(str(tmp_path / 'nowhere.npz'))
+  assert 'not found' in message
+
+
+def test_inconsistent_step_index(tmp_path):
+  arrays = _arrays()
+  arrays['step_index'][7] = 3  # Episode 2 runs 0, 1, 3, ...
+  message = _error(_write(tmp_path, arrays))
+  assert "'step_index'" in message and 'row 7' in message
+
+
+def test_episode_not_contiguous(tmp_path):
+  arrays = _arrays()
+  # Rows 0-4 are episode 10 and rows 5-9 episode 11; relabel 8-9 as 10,
+  # with steps that would be fine on their own.
+  arrays['episode_index'][8:] = 10
+  arrays['step_index'][8:] = [0, 1]
+  message = _error(_write(tmp_path, arrays))
+  assert "'episode_index'" in message and 'contiguous' in message
+
+
+def test_misaligned_next_observations(tmp_path):
+  demos = _demos()
+  # Shifted by one row within the file: the classic off-by-one.
+  arrays = _arrays(demos._replace(
+      next_observation=np.roll(demos.next_observation, 1, axis=0)))
+  message = _error(_write(tmp_path, arrays))
+  assert "'next_observations_position'" in message and 'row 0' in message
+  assert 'misaligned' in message
+
+
+def test_misaligned_next_observations_flat(tmp_path):
+  arrays = _arrays(layout='flat')
+  arrays['next_observations'][6, 4] += 0.5
+  message = _error(_write(tmp_path, arrays), keys=None)
+  assert "'next_observations'" in message and 'row 6' in message
+
+
+def test_episode_returns_mismatch(tmp_path):
+  arrays = _arrays()
+  arrays['episode_returns'][1] += 1.0
+  message = _error(_write(tmp_path, arrays))
+  assert "'episode_returns'" in message and 'entry 1' in message
+
+
+def test_episode_returns_wrong_count(tmp_path):
+  arrays = _arrays()
+  arrays['episode_returns'] = arrays['episode_returns'][:1]
+  message = _error(_write(tmp_path, arrays))
+  assert "'episode_returns'" in message and '2 episodes' in message
+
+
+# ---------------------------------------------------------------------------
+# Collecting.
+# ---------------------------------------------------------------------------
+
+
+def test_collect_save_load_round_trip(tmp_path):
+  env_name = 'cartpole:swingup'
+  cfg = mpo_config.MPOConfig(policy_layers=(8,))
+  params = networks.init_policy(jax.random.PRNGKey(0), OBS_DIM, 1, (8,))
+  demos = demonstrations.collect(env_name, params, cfg, episodes=1, seed=3)
+  assert demos.num_transitions == 1000 and demos.num_episodes == 1
+  np.testing.assert_array_equal(demos.step_index, np.arange(1000))
+  np.testing.assert_array_equal(demos.episode_index, np.zeros(1000))
+  assert np.all(np.abs(demos.action) <= 1.0)
+  # The first observation is the reset one: the cart near the centre, the
+  # pole hanging down (cos θ ≈ -1).
+  assert demos.observation[0, 1] == pytest.approx(-1.0, abs=0.1)
+
+  env = environments.make_environment(env_name, seed=0)
+  keys = demonstrations.observation_keys(env)
+  env.close()
+  path = str(tmp_path / 'collected.npz')
+  demonstrations.save(path, demos, observation_keys=keys)
+  loaded = demonstrations.load_for_environment(path, env_name)
+  _assert_equal(loaded, demos)
+  np.testing.assert_array_equal(loaded.step_index, np.arange(1000))
+  assert loaded.episode_returns[0] == pytest.approx(
+      float(loaded.reward.sum(dtype=np.float64)), rel=1e-6)

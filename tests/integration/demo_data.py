@@ -1,0 +1,25 @@
+"""Small demonstration files for program tests, made here rather than read
+from ../shared, so the tests run on any checkout."""
+
+import jax
+
+from agents.ail import demonstrations
+from agents.common import environments
+from agents.mpo import networks
+from agents.mpo.config import MPOConfig
+
+
+def write_cartpole_demos(path: str, episodes: int = 2) -> str:
+  """A random small policy's mean actions on cartpole:swingup, in Tandem's
+  demonstration format."""
+  env = environments.make_environment('cartpole:swingup', seed=0)
+  dims = environments.env_dims(env)
+  keys = demonstrations.observation_keys(env)
+  env.close()
+  cfg = MPOConfig(policy_layers=(8,))
+  params = networks.init_policy(jax.random.PRNGKey(0), dims.observation_dim,
+                                dims.action_dim, cfg.policy_layers)
+  demos = demonstrations.collect('cartpole:swingup', params, cfg,
+                                 episodes=episodes, seed=0)
+  demonstrations.save(path, demos, keys)
+  return path
