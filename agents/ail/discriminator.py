@@ -346,7 +346,7 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   steps = state.steps + 1
   new_state = DiscriminatorState(
       params=params, opt_state=opt_state, normalizer=normalizer, key=key,
-      steps=jnp.where(finite, steps, state.steps),
+      steps=steps,
       skipped=state.skipped + jnp.where(finite, 0, 1).astype(jnp.int32),
       horizon=state.horizon)
 

@@ -1,4 +1,4 @@
-"""GAIL / AIRL discriminator: losses, rewards and updates against hand values."""
+"""GAIL / AIRL discriminator: losses, rewards, updates against hand values."""
 
 import math
 
@@ -545,3 +545,17 @@ def test_update_penalty_is_on_score_of_flat_inputs(kind, reward, inp):
       float(m['logistic_loss']) + lam * float(want), rel=1e-5)
   # The key advances, so the next step interpolates elsewhere.
   assert not np.array_equal(new.key, state.key)
+
+
+def test_score_sees_clipped_normalised_observations():
+  cfg = _plain_cfg(normalize_inputs=True, normalizer_clip=3.0,
+                   input='state_next_state')
+  params = disc.init_params(jax.random.PRNGKey(0), cfg, 3, 2)
+  norm = disc.Normalizer(jnp.float32(10.0), jnp.full((3,), 1.0),
+                         jnp.full((3,), 4.0))
+  t = _batch(jax.random.PRNGKey(1), 4, 0.0)
+  far = t._replace(next_observation=t.next_observation.at[:, 0].set(1e3))
+  edge = t._replace(next_observation=t.next_observation.at[:, 0].set(7.0))
+  np.testing.assert_allclose(disc.score(cfg, params, norm, far, 0.99),
+                             disc.score(cfg, params, norm, edge, 0.99),
+                             rtol=1e-6)
