@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import sys
 import threading
@@ -245,6 +246,9 @@ def train(args, extra, command: str = 'train') -> int:
   # Launchpad reads this when its file-output launcher is first imported.
   os.environ['LAUNCHPAD_LOGGING_DIR'] = rd.nodes
   import launchpad as lp
+  from absl import flags
+  # Read by Launchpad's worker manager when lp.launch creates it.
+  flags.FLAGS.lp_termination_notice_secs = int(math.ceil(cfg.stop_grace_s))
 
   program = program_lib.build_program(cfg, run_dir, resume=resume)
   print(f'run directory: {run_dir}\nlaunching {args.launch} with '

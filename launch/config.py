@@ -63,6 +63,11 @@ class TrainConfig:
   learner_log_every: int = 1          # learner steps between CSV rows
   tensorboard: bool = True
   runs_root: str = 'runs'
+  # Seconds Launchpad gives nodes to stop before it kills them
+  # (--lp_termination_notice_secs, 10 by default): a learner compiling its
+  # first update when the stop comes needs more than 10 s on 2 busy cores,
+  # and a killed learner writes no checkpoint on the way down.
+  stop_grace_s: float = 60.0
   # Test hook: actor 0 raises after this many env steps (0: never).
   fault_injection_actor_crash_after: int = 0
 
@@ -103,6 +108,8 @@ class TrainConfig:
            self.replay_error_buffer)
     _check(_is_num(self.checkpoint_period_s) and self.checkpoint_period_s > 0,
            'checkpoint_period_s', 'a number > 0', self.checkpoint_period_s)
+    _check(_is_num(self.stop_grace_s) and self.stop_grace_s >= 1,
+           'stop_grace_s', 'a number of seconds >= 1', self.stop_grace_s)
     _check(isinstance(self.tensorboard, bool), 'tensorboard', 'true or false',
            self.tensorboard)
     _check(isinstance(self.runs_root, str) and self.runs_root, 'runs_root',

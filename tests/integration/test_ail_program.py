@@ -1,0 +1,125 @@
+"""The adversarial program: under test_mt through the learner's handle, and
+under local_mp as a newcomer runs it (finish, resume, collect-demos)."""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from absl.testing import absltest
+import launchpad as lp
+import numpy as np
+
+from agents.ail import demonstrations
+from agents.common import checkpointing
+from agents.common import logs
+from agents.common import schedules
+from configs import ail as named
+from launch import ail
+from launch import config as config_lib
+from tests.integration.conftest import processes_mentioning, run_tandem
+from tests.integration.demo_data import write_cartpole_demos
+
+ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
+
+
+class AILProgramTest(absltest.TestCase):
+
+  def test_learner_runs_rounds_through_its_handle(self):
+    run_dir = tempfile.mkdtemp(prefix='tandem-ail-mt-')
+    self.addCleanup(shutil.rmtree, run_dir, ignore_errors=True)
+    demos = write_cartpole_demos(os.path.join(run_dir, 'demos.npz'),
+                                 episodes=1)
+    tc = config_lib.apply_overrides(named.tiny(), {
+        'env_step_budget': 10**9, 'runs_root': run_dir, 'demos': demos})
+    program = ail.build_program(tc, run_dir)
+    for group in ('learner', 'limiter', 'evaluator'):
+      program.groups[group][0].disable_run()
+    learner = program.groups['learner'][0].create_handle()
+    counter = program.groups['counter'][0].create_handle()
+    evaluator = program.groups['evaluator'][0].create_handle()
+    lp.launch(program, launch_type='test_mt', test_case=self)
+    learner, counter, evaluator = (learner.dereference(),
+                                   counter.dereference(),
+                                   evaluator.dereference())
+    d, g = (tc.ail.discriminator_steps_per_round,
+            tc.ail.generator_steps_per_round)
+    k = tc.mpo.sgd_steps_per_call
+    calls_per_round = d // tc.ail.discriminator_steps_per_call + g // k
+    for _ in range(2 * calls_per_round):
+      self.assertIsNotNone(learner.step(60.0), 'no batch from replay')
+    counts = counter.get_counts()
+    self.assertEqual(counts['discriminator_steps'], 2 * d)
+    self.assertEqual(counts['learner_steps'], 2 * g)
+    self.assertEqual(counts['rounds'], 2)
+    # The evaluator scores its episodes with the learner's discriminator.
+    row = evaluator.evaluate_now(1)
+    self.assertIn('learned_return', row)
+    self.assertTrue(np.isfinite(row['learned_return']))
+    for name in ('learner', 'discriminator', 'evaluator'):
+      rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))
+      self.assertTrue(rows, name)
+      for r in rows:
+        for key in ROW_COUNTS:
+          self.assertIn(key, r, f'{name}.csv lacks {key}')
+    disc_rows = logs.read_csv(os.path.join(run_dir, 'logs',
+                                           'discriminator.csv'))
+    self.assertEqual([int(r['discriminator_steps']) for r in disc_rows],
+                     list(range(1, 2 * d + 1)))
+
+
+def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
+  demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
+  lr = ['--ail.discriminator_optimizer.schedule=linear',
+        '--ail.discriminator_optimizer.final_fraction=0.1',
+        '--ail.schedule_horizon=2000']
+  r1 = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
+                   '--demos', demos, '--launch', 'local_mp', '--runs_root',
+                   runs_root, '--name', 'ail', '--env_step_budget=1500'] + lr)
+  assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
+  assert 'since the run first started' in r1.stdout
+  run_dir = os.path.join(runs_root, 'ail')
+  first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  assert first['rounds'] > 0 and first['discriminator_steps'] > 0
+  rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
+  assert processes_mentioning(run_dir) == []
+
+  r2 = run_tandem(['train-ail', '--resume', run_dir, '--launch', 'local_mp',
+                   '--env_step_budget=3000'])
+  assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+  second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  for key in ('env_steps', 'learner_steps', 'discriminator_steps', 'rounds',
+              'elapsed_s'):
+    assert second[key] > first[key], key
+  assert second['env_steps'] >= 3000
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
+  resumed = rows[len(rows1):]
+  assert resumed, 'no discriminator rows after resume'
+  # The discriminator's schedule continues from the global count rather
+  # than restarting at its initial rate.
+  step = int(resumed[0]['discriminator_steps'])
+  assert step > int(rows1[-1]['discriminator_steps'])
+  want = float(schedules.value('linear', 3e-4, 0.1, step - 1, 2000))
+  assert np.isclose(resumed[0]['learning_rate_discriminator'], want,
+                    rtol=1e-5)
+  evals = logs.read_csv(os.path.join(run_dir, 'logs', 'evaluator.csv'))
+  assert all('learned_return' in r and 'round' in r for r in evals)
+  assert processes_mentioning(run_dir) == []
+
+  out = str(tmp_path / 'collected.npz')
+  r3 = run_tandem(['collect-demos', '--run', run_dir, '--episodes', '1',
+                   '--out', out, '--seed', '3'])
+  assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
+  assert 'return mean' in r3.stdout
+  loaded = demonstrations.load_for_environment(out, 'cartpole:swingup')
+  assert loaded.num_episodes == 1 and loaded.num_transitions == 1000
+  r4 = run_tandem(['plot', run_dir])
+  assert r4.returncode == 0, r4.stderr[-2000:]
+  assert os.path.getsize(os.path.join(run_dir, 'learning_curve.png')) > 0
+  assert checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                           'learner'))
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,98 @@
+"""`tandem train-ail` and `collect-demos` reject bad input before launch."""
+
+import os
+
+import numpy as np
+import pytest
+
+from launch import cli
+from launch import config as config_lib
+from tests.integration.demo_data import write_cartpole_demos
+
+
+@pytest.fixture(scope='module')
+def demos(tmp_path_factory):
+  return write_cartpole_demos(
+      str(tmp_path_factory.mktemp('demos') / 'demos.npz'), episodes=1)
+
+
+def _main(capsys, *argv):
+  rc = cli.main(list(argv))
+  return rc, capsys.readouterr().err
+
+
+def _rewrite(src, dst, **changes):
+  data = dict(np.load(src))
+  for k, v in changes.items():
+    if v is None:
+      del data[k]
+    else:
+      data[k] = v
+  np.savez(dst, **data)
+  return str(dst)
+
+
+def _train_ail(capsys, tmp_path, demos, *extra):
+  return _main(capsys, 'train-ail', '--config', 'configs/ail.py:tiny',
+               '--runs_root', str(tmp_path / 'runs'), '--demos', demos, *extra)
+
+
+def test_demos_that_do_not_fit_the_environment_fail_with_exit_2(
+    capsys, tmp_path, demos):
+  data = np.load(demos)
+  actions = data['actions'].copy()
+  actions[3, 0] = 1.5
+  cases = {
+      'actions': _rewrite(demos, tmp_path / 'a.npz', actions=actions),
+      'observations_position': _rewrite(
+          demos, tmp_path / 'b.npz',
+          observations_position=data['observations_position'][:, :2]),
+      'rewards': _rewrite(demos, tmp_path / 'c.npz', rewards=None),
+  }
+  for array, path in cases.items():
+    rc, err = _train_ail(capsys, tmp_path, path)
+    assert rc == cli.EXIT_BAD_INPUT, err
+    assert path in err and array in err, err
+  assert not os.path.exists(tmp_path / 'runs')  # nothing started or written
+
+
+def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
+  rc, err = _main(capsys, 'train-ail', '--config', 'configs/ail.py:tiny',
+                  '--runs_root', str(tmp_path))
+  assert rc == cli.EXIT_BAD_INPUT and '--demos' in err
+  rc, err = _train_ail(capsys, tmp_path, str(tmp_path / 'nope.npz'))
+  assert rc == cli.EXIT_BAD_INPUT and 'nope.npz' in err
+  rc, err = _main(capsys, 'train', '--config', 'configs/ail.py:tiny')
+  assert rc == cli.EXIT_BAD_INPUT and 'train-ail' in err
+  rc, err = _main(capsys, 'train-ail', '--config', 'configs/mpo.py:tiny',
+                  '--demos', demos)
+  assert rc == cli.EXIT_BAD_INPUT and 'tandem train' in err
+
+
+@pytest.mark.parametrize('override, message', [
+    ('--ail.kind=wgan', 'AILConfig.kind'),
+    ('--ail.kind=airl', 'AILConfig.reward'),
+    ('--ail.gradient_penalty=-1', 'AILConfig.gradient_penalty'),
+    ('--ail.discriminator_optimizer.name=lion',
+     'AILConfig.discriminator_optimizer.name'),
+    ('--ail.generator_steps_per_round=3', 'ail.generator_steps_per_round'),
+    ('--ail.input=pixels', 'AILConfig.input'),
+])
+def test_bad_ail_config_values_name_the_field(capsys, tmp_path, demos,
+                                              override, message):
+  rc, err = _train_ail(capsys, tmp_path, demos, override)
+  assert rc == cli.EXIT_BAD_INPUT and message in err, err
+
+
+def test_help_lists_every_ail_field(capsys):
+  with pytest.raises(SystemExit):
+    cli.main(['train-ail', '--help'])
+  out = capsys.readouterr().out
+  for path in config_lib.leaf_fields(config_lib.AILTrainConfig()):
+    assert f'--{path}=' in out, path
+
+
+def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
+  rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
+                  '--episodes', '1', '--out', str(tmp_path / 'x.npz'))
+  assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
