@@ -294,9 +294,9 @@ def train(args, extra, command: str = 'train') -> int:
     return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)
-  c = final['counts']
-  print(f"\nthroughput: {c['env_steps'] / max(c['elapsed_s'], 1e-9):.1f} env "
-        'steps/s since the run first started')
+  from agents.common import counting
+  fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
+  print(f'\nthroughput: {fps:.1f} env steps/s since the run first started')
   print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
         f"(env steps {final['counts']['env_steps']}, learner steps "
         f"{final['counts']['learner_steps']})\nrun directory: {run_dir}")

@@ -29,6 +29,15 @@ def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   rows = logs.read_csv(eval_csv)
   ax.plot([r['env_steps'] for r in rows], [r['eval_return'] for r in rows],
           'o-', color='black', label='evaluator (mean action)')
+  learned = [r for r in rows if isinstance(r.get('learned_return'), float)]
+  if learned:
+    # Adversarial runs: what the generator optimises, on the same x-axis.
+    twin = ax.twinx()
+    twin.plot([r['env_steps'] for r in learned],
+              [r['learned_return'] for r in learned], 's--',
+              color='tab:red', label='learned return (discriminator)')
+    twin.set_ylabel('learned return', color='tab:red')
+    twin.legend(fontsize=8, loc='lower right')
   ax.set_xlabel('global env steps')
   ax.set_ylabel('episode return')
   ax.set_title(os.path.basename(os.path.abspath(run_dir)))

@@ -101,3 +101,14 @@ def rates(previous: Mapping[str, float], current: Mapping[str, float],
   dt = current['elapsed_s'] - previous['elapsed_s']
   return {f'{k}_per_s': (current[k] - previous[k]) / dt if dt > 0 else 0.0
           for k in keys}
+
+
+def since_start(counts: Mapping[str, float],
+                keys=('env_steps', 'learner_steps',
+                      'discriminator_steps')) -> dict:
+  """Throughput over the whole run: each count over the wall time since the
+  program *first* started (restarts, rounds and discriminator time all
+  included). `rates` gives the recent rate between two snapshots."""
+  t = counts['elapsed_s']
+  return {f'{k}_per_s_since_start': (counts.get(k, 0) / t if t > 0 else 0.0)
+          for k in keys}

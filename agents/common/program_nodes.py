@@ -50,7 +50,8 @@ class CounterNode(counting.Counter):
     left = max(0, self._budget - snap['env_steps'])
     eta = left / r['env_steps_per_s'] if r['env_steps_per_s'] > 0 else None
     files.write_json_atomic(self._rd.progress, {
-        'counts': snap, 'budget': self._budget, **r, 'eta_s': eta,
+        'counts': snap, 'budget': self._budget, **r,
+        **counting.since_start(snap), 'eta_s': eta,
         'last_eval_return': extra.get('last_eval_return'),
         'learner_device': extra.get('learner_device'),
         'time': time.time()})

@@ -63,3 +63,35 @@ def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path):
     counting.write_json_atomic(str(path), {'x': object()})
   assert json.loads(path.read_text())['counts']['env_steps'] == 3
   assert [p.name for p in tmp_path.iterdir()] == ['counter.json']
+
+
+def test_rounds_never_reset_a_count_or_the_clock(tmp_path):
+  # R rounds of an adversarial learner with a restart in the middle: fps
+  # after round k is global env steps over the time since the *first*
+  # start, discriminator time included (the anti-example restarts fps at
+  # every round's learn() call).
+  path = str(tmp_path / 'counter.json')
+  clock = FakeClock()
+  c = counting.Counter(path, clock=clock)
+  env_steps = seconds = 0
+  for k in range(1, 7):
+    if k == 4:  # stop and resume: a new process with its own clock
+      c.save()
+      clock = FakeClock()
+      clock.t = 7.0
+      c = counting.Counter(path, restore=True, clock=clock)
+    clock.t += 3.0   # discriminator phase: no env steps, time passes
+    seconds += 3.0
+    c.increment(discriminator_steps=2)
+    clock.t += 5.0   # generator phase, actors acting
+    seconds += 5.0
+    env_steps += 400
+    counts = c.increment(env_steps=400, learner_steps=8, rounds=1)
+    assert counts['rounds'] == k
+    assert counts['discriminator_steps'] == 2 * k
+    assert counts['learner_steps'] == 8 * k
+    fps = counting.since_start(counts)
+    assert fps['env_steps_per_s_since_start'] == pytest.approx(
+        env_steps / seconds)
+    assert fps['discriminator_steps_per_s_since_start'] == pytest.approx(
+        2 * k / seconds)
