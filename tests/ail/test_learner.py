@@ -2,6 +2,7 @@
 fresh rewards for every n-step, AIRL's current-policy log-probabilities."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -82,14 +83,20 @@ LR_KEYS = ('learning_rate_policy', 'learning_rate_critic',
            'learning_rate_temperature', 'learning_rate_alpha')
 
 
+@functools.lru_cache(maxsize=None)
+def _updates(mpo, ail):
+  """Compiled once per config pair: compiling dominates these tests."""
+  return (learner.make_generator_update(mpo, ail),
+          learner.make_discriminator_update(mpo, ail))
+
+
 class _Driver:
   """Drives the learner the way its node does: one call of whichever phase
   the round plan says is next; records the rates each step used."""
 
   def __init__(self, mpo, ail, seed=0):
     self.mpo, self.ail = mpo, ail
-    self.gen = learner.make_generator_update(mpo, ail)
-    self.dis = learner.make_discriminator_update(mpo, ail)
+    self.gen, self.dis = _updates(mpo, ail)
     rng = np.random.default_rng(seed)
     self.expert = _expert(rng)
     self.gen_batches = [_windows(rng, mpo.sgd_steps_per_call, 8)
@@ -173,7 +180,7 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
 
   batch_before, r_before = learner.relabel(mpo, ail, state.discriminator,
                                            windows)
-  dis = learner.make_discriminator_update(mpo, ail)
+  _, dis = _updates(mpo, ail)
   state, _ = dis(state, _windows(rng, 1, 8), _expert(rng))
   batch_after, r_after = learner.relabel(mpo, ail, state.discriminator,
                                          windows)

@@ -1,0 +1,480 @@
+"""The learning check of the adversarial program (GAIL, AIRL) on
+cartpole:swingup: runs every (kind, seed) cell, then summarises how fast and
+how far the true evaluation return climbs towards the expert's.
+
+    python bench/ail_learning.py run --kinds gail,airl --seeds 0,1,2
+        [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
+        [--png PNG] [--dry_run]
+    python bench/ail_learning.py summary [--runs_root runs/ail_learning]
+        [--kinds gail,airl] [--demos FILE.npz] [--png PNG]
+
+`run` trains the cells one at a time (`tandem train-ail`, from the repo
+root), each as RUNS_ROOT/<kind>_s<seed>, its output streamed to the terminal
+and appended to RUNS_ROOT/<kind>_s<seed>.log. It is resumable: a cell whose
+run directory holds final.json is skipped, one that holds a run without
+final.json (interrupted) is continued with `train-ail --resume`. After each
+cell it prints the summary so far. --dry_run prints what it would run.
+
+`summary` reads every RUNS_ROOT/<kind>_s<seed> (logs/evaluator.csv,
+final.json) and reports, per seed, the global env steps and the wall-clock
+seconds since the program first started at which the evaluation return
+first reached 50% and 90% of the expert's mean return (from the
+demonstrations file's episode_returns, or 869.36 where the file is absent),
+the final and the best evaluation return; per kind, the medians. A median of
+steps (or seconds) to a threshold is taken over the seeds that reached it,
+and is None where fewer than half of the seeds did. Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from agents.common import logs  # noqa: E402
+
+KINDS = ('gail', 'airl')
+FRACTIONS = (0.5, 0.9)
+EXPERT_MEAN_FALLBACK = 869.36  # /work/shared/demos/README.md
+DEFAULT_RUNS_ROOT = os.path.join(REPO_ROOT, 'runs', 'ail_learning')
+DEFAULT_DEMOS = os.path.normpath(os.path.join(
+    REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
+DEFAULT_BUDGET = 150_000
+RUN_NAME = re.compile(r'^([a-z]+)_s(\d+)$')
+EXIT_INTERRUPTED = 130
+
+
+def _pct(fraction: float) -> str:
+  return f'{round(fraction * 100)}pct'
+
+
+# ---------------------------------------------------------------- summary
+
+
+def expert_mean(demos: str) -> tuple[float, str]:
+  """The expert's mean episode return and where it came from."""
+  if not os.path.isfile(demos):
+    return EXPERT_MEAN_FALLBACK, f'{demos} absent; README value'
+  import numpy as np
+  with np.load(demos, allow_pickle=False) as data:
+    if 'episode_returns' not in data.files:
+      raise SystemExit(f'ail_learning: {demos} has no episode_returns array '
+                       f'(arrays: {sorted(data.files)})')
+    returns = np.asarray(data['episode_returns'], dtype=np.float64)
+  if returns.size == 0:
+    raise SystemExit(f'ail_learning: {demos}: episode_returns is empty')
+  return float(returns.mean()), f'{demos}, {returns.size} episodes'
+
+
+def find_runs(runs_root: str, kinds) -> dict:
+  """{kind: [(seed, run_dir), ...] sorted by seed} for RUNS_ROOT/<kind>_s<seed>."""
+  found = {k: [] for k in kinds}
+  if os.path.isdir(runs_root):
+    for entry in os.listdir(runs_root):
+      m = RUN_NAME.match(entry)
+      path = os.path.join(runs_root, entry)
+      if m and m.group(1) in found and os.path.isdir(path):
+        found[m.group(1)].append((int(m.group(2)), path))
+  return {k: sorted(v) for k, v in found.items()}
+
+
+def _number(v):
+  return v if isinstance(v, float) else None
+
+
+def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
+  """One run's evaluation curve and the figures the summary reports."""
+  csv_path = os.path.join(run_dir, 'logs', 'evaluator.csv')
+  rows = logs.read_csv(csv_path) if os.path.isfile(csv_path) else []
+  curve = []
+  for r in rows:
+    steps, ret = _number(r.get('env_steps')), _number(r.get('eval_return'))
+    if steps is None or ret is None:
+      continue  # a torn last line of a run that is being written
+    curve.append({'env_steps': int(steps),
+                  'elapsed_s': _number(r.get('elapsed_s')),
+                  'eval_return': ret,
+                  'learned_return': _number(r.get('learned_return')),
+                  'final': bool(_number(r.get('final')))})
+  # Rows are appended in time order, restarts included; the global counts
+  # order them. A stable sort keeps the periodic row before the final one.
+  curve.sort(key=lambda p: p['env_steps'])
+  final_path = os.path.join(run_dir, 'final.json')
+  final = None
+  if os.path.isfile(final_path):
+    with open(final_path) as f:
+      final = json.load(f)
+  out = {'kind': kind, 'seed': seed, 'run_dir': run_dir,
+         'finished': final is not None, 'evaluations': len(curve),
+         'env_steps': curve[-1]['env_steps'] if curve else 0,
+         'elapsed_s': None, 'budget': None,
+         'final_return': None, 'final_learned_return': None,
+         'max_return': None, 'max_return_env_steps': None}
+  if curve:
+    out['elapsed_s'] = curve[-1]['elapsed_s']
+    best = max(curve, key=lambda p: p['eval_return'])
+    out['max_return'] = best['eval_return']
+    out['max_return_env_steps'] = best['env_steps']
+  if final is not None:
+    counts = final.get('counts', {})
+    out['final_return'] = float(final['final_eval_return'])
+    out['env_steps'] = int(counts.get('env_steps', out['env_steps']))
+    if counts.get('elapsed_s') is not None:
+      out['elapsed_s'] = float(counts['elapsed_s'])
+    out['budget'] = final.get('budget')
+    finals = [p for p in curve if p['final']]
+    if finals:
+      out['final_learned_return'] = finals[-1]['learned_return']
+  for fraction in FRACTIONS:
+    hit = next((p for p in curve if p['eval_return'] >= fraction * expert),
+               None)
+    out[f'env_steps_to_{_pct(fraction)}'] = hit['env_steps'] if hit else None
+    out[f'elapsed_s_to_{_pct(fraction)}'] = (
+        round(hit['elapsed_s'], 1) if hit and hit['elapsed_s'] is not None
+        else None)
+  for key in ('elapsed_s', 'final_return', 'final_learned_return',
+              'max_return'):
+    if out[key] is not None:
+      out[key] = round(out[key], 1)
+  out['curve'] = curve
+  return out
+
+
+def _median(values):
+  return statistics.median(values) if values else None
+
+
+def _median_reached(values, n: int):
+  """Median over the seeds that reached; None where fewer than half did."""
+  reached = [v for v in values if v is not None]
+  if not reached or 2 * len(reached) < n:
+    return None
+  return _median(reached)
+
+
+def kind_stats(runs: list) -> dict:
+  n = len(runs)
+  out = {'seeds': n}
+  for fraction in FRACTIONS:
+    pct = _pct(fraction)
+    steps = [r[f'env_steps_to_{pct}'] for r in runs]
+    secs = [r[f'elapsed_s_to_{pct}'] for r in runs]
+    reached = sum(s is not None for s in steps)
+    med = _median_reached(steps, n)
+    med_s = _median_reached(secs, n)
+    out[f'env_steps_to_{pct}_median'] = None if med is None else round(med)
+    out[f'elapsed_s_to_{pct}_median'] = (None if med_s is None
+                                         else round(med_s, 1))
+    out[f'seeds_reaching_{pct}'] = f'{reached}/{n}'
+  finals = [r['final_return'] for r in runs if r['final_return'] is not None]
+  maxes = [r['max_return'] for r in runs if r['max_return'] is not None]
+  out['finished'] = f'{len(finals)}/{n}'
+  med = _median(finals)
+  out['final_return_median'] = None if med is None else round(med, 1)
+  med = _median(maxes)
+  out['max_return_median'] = None if med is None else round(med, 1)
+  return out
+
+
+def _cell(v, fmt='{:.0f}'):
+  return '–' if v is None else fmt.format(v)
+
+
+def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
+  lo, hi = (f * expert for f in FRACTIONS)
+  for kind in kinds:
+    runs, st = runs_by_kind[kind], stats[kind]
+    print(f'\n### {kind.upper()} on cartpole:swingup — expert mean '
+          f'{expert:.2f}; 50% = {lo:.1f}, 90% = {hi:.1f}\n')
+    if not runs:
+      print('(no runs)')
+      continue
+    print('| seed | env steps to 50% | s to 50% | env steps to 90% | '
+          's to 90% | final eval | max eval (at env steps) | env steps | '
+          'elapsed s | status |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|')
+    for r in runs:
+      status = 'finished' if r['finished'] else (
+          'no evaluations yet' if not r['evaluations'] else 'unfinished')
+      best = ('–' if r['max_return'] is None else
+              f"{r['max_return']:.1f} ({r['max_return_env_steps']})")
+      print(f"| {r['seed']} | {_cell(r['env_steps_to_50pct'])} | "
+            f"{_cell(r['elapsed_s_to_50pct'])} | "
+            f"{_cell(r['env_steps_to_90pct'])} | "
+            f"{_cell(r['elapsed_s_to_90pct'])} | "
+            f"{_cell(r['final_return'], '{:.1f}')} | {best} | "
+            f"{r['env_steps']} | {_cell(r['elapsed_s'])} | {status} |")
+    print(f"| **median** | {_cell(st['env_steps_to_50pct_median'])} | "
+          f"{_cell(st['elapsed_s_to_50pct_median'])} | "
+          f"{_cell(st['env_steps_to_90pct_median'])} | "
+          f"{_cell(st['elapsed_s_to_90pct_median'])} | "
+          f"{_cell(st['final_return_median'], '{:.1f}')} | "
+          f"{_cell(st['max_return_median'], '{:.1f}')} | | | |")
+    print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
+          f"{st['seeds_reaching_90pct']} seeds; finished: {st['finished']} "
+          '(medians to a threshold are over the seeds that reached it, – '
+          'where fewer than half did)')
+
+
+def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  shown = [k for k in kinds if runs_by_kind[k]] or list(kinds)
+  fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 4.2),
+                           squeeze=False, sharey=True)
+  for ax, kind in zip(axes[0], shown):
+    twin = None
+    for i, r in enumerate(runs_by_kind[kind]):
+      color = f'C{i}'
+      steps = [p['env_steps'] for p in r['curve']]
+      ax.plot(steps, [p['eval_return'] for p in r['curve']], 'o-', ms=3,
+              color=color, label=f"seed {r['seed']}"
+              + ('' if r['finished'] else ' (unfinished)'))
+      learned = [(s, p['learned_return']) for s, p in zip(steps, r['curve'])
+                 if p['learned_return'] is not None]
+      if learned:
+        twin = twin or ax.twinx()
+        twin.plot([s for s, _ in learned], [v for _, v in learned], ':',
+                  color=color, alpha=0.6, lw=1)
+    for fraction in FRACTIONS:
+      ax.axhline(fraction * expert, color='gray', ls='--', lw=1)
+      ax.text(0.01, fraction * expert, f' {fraction:.0%} of expert',
+              transform=ax.get_yaxis_transform(), va='bottom', fontsize=8,
+              color='gray')
+    if twin is not None:
+      twin.set_ylabel('learned return (dotted)', color='gray')
+    ax.set_title(f'{kind.upper()} — cartpole:swingup')
+    ax.set_xlabel('global env steps')
+    ax.set_ylabel('evaluation return (mean action)')
+    ax.grid(alpha=0.3)
+    if runs_by_kind[kind]:
+      ax.legend(loc='lower right', fontsize=8)
+  fig.tight_layout()
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  print(f'wrote {path}')
+
+
+def summarise(runs_root: str, kinds, demos: str, png=None) -> dict:
+  expert, source = expert_mean(demos)
+  found = find_runs(runs_root, kinds)
+  runs_by_kind = {k: [read_run(d, k, s, expert) for s, d in found[k]]
+                  for k in kinds}
+  stats = {k: kind_stats(runs_by_kind[k]) for k in kinds}
+  print(f'runs under {runs_root}; expert mean return {expert:.2f} '
+        f'({source})')
+  print_tables(kinds, runs_by_kind, stats, expert)
+  if png:
+    write_png(png, kinds, runs_by_kind, expert)
+  result = {'expert_return_mean': round(expert, 2)}
+  for k in kinds:
+    for key, value in stats[k].items():
+      result[f'{k}.{key}'] = value
+  result['runs'] = {f"{r['kind']}_s{r['seed']}": {
+      key: value for key, value in r.items()
+      if key not in ('curve', 'kind', 'run_dir')}
+      for k in kinds for r in runs_by_kind[k]}
+  print(json.dumps(result), flush=True)
+  return result
+
+
+# -------------------------------------------------------------------- run
+
+
+def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
+              budget: int):
+  """(action, command, note) for one cell: action is 'skip', 'resume' or
+  'start'; command is None for 'skip'."""
+  name = f'{kind}_s{seed}'
+  run_dir = os.path.join(runs_root, name)
+  base = [sys.executable, '-m', 'launch.cli', 'train-ail']
+  final_path = os.path.join(run_dir, 'final.json')
+  if os.path.isfile(final_path):
+    note = 'finished'
+    try:
+      with open(final_path) as f:
+        done_budget = json.load(f).get('budget')
+    except (OSError, ValueError):
+      done_budget = None
+    if done_budget is not None and done_budget != budget:
+      note += (f' with a budget of {done_budget} env steps, not {budget}; '
+               'delete the run directory to redo it')
+    return 'skip', None, note
+  config_path = os.path.join(run_dir, 'config.json')
+  if os.path.isfile(config_path):
+    note = 'interrupted; continuing it'
+    try:
+      with open(config_path) as f:
+        cfg = json.load(f)
+      if cfg.get('seed') != seed or cfg.get('ail', {}).get('kind') != kind:
+        note += (f" (warning: its config has seed {cfg.get('seed')}, kind "
+                 f"{cfg.get('ail', {}).get('kind')})")
+    except (OSError, ValueError, AttributeError):
+      pass
+    return 'resume', base + ['--resume', run_dir,
+                             f'--env_step_budget={budget}'], note
+  return 'start', base + [
+      '--config', f'configs/ail.py:{kind}_cartpole', '--demos', demos,
+      f'--runs_root={runs_root}', '--name', name, f'--seed={seed}',
+      f'--env_step_budget={budget}'], 'new'
+
+
+def run_cell(command, log_path: str) -> int:
+  """Runs one cell from the repo root; its output goes to the terminal and
+  is appended to log_path. Returns its exit status."""
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  with open(log_path, 'a') as log:
+    log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
+              f'{shlex.join(command)}\n')
+    log.flush()
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, errors='replace')
+    try:
+      for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        log.write(line)
+        log.flush()
+      return proc.wait()
+    except KeyboardInterrupt:
+      # The child got the same SIGINT and stops its program (saving state);
+      # wait for it so the next `run` can continue the cell.
+      print('\nail_learning: interrupted; waiting for the run to stop',
+            file=sys.stderr)
+      try:
+        proc.wait()
+      except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+      log.write('===== interrupted\n')
+      return EXIT_INTERRUPTED
+
+
+def run(args) -> int:
+  if not args.dry_run and not os.path.isfile(args.demos):
+    raise SystemExit(f'ail_learning: --demos {args.demos}: no such file')
+  cells = [(k, s) for k in args.kinds for s in args.seeds]
+  failed = []
+  for i, (kind, seed) in enumerate(cells, 1):
+    name = f'{kind}_s{seed}'
+    action, command, note = cell_plan(args.runs_root, args.demos, kind,
+                                      seed, args.budget)
+    head = f'[{i}/{len(cells)}] {name}: {action} ({note})'
+    if args.dry_run:
+      print(head + ('' if command is None else
+                    f'\n  cd {shlex.quote(REPO_ROOT)} && '
+                    f'{shlex.join(command)}\n'
+                    f'  log: {os.path.join(args.runs_root, name + ".log")}'))
+      continue
+    print(f'\n{head}', flush=True)
+    last = i == len(cells)
+    if command is None:
+      if last:  # the summary so far, once, if the last cell was skipped
+        print('\n--- summary ---', flush=True)
+        summarise(args.runs_root, args.kinds, args.demos, args.png)
+      continue
+    os.makedirs(args.runs_root, exist_ok=True)
+    log_path = os.path.join(args.runs_root, f'{name}.log')
+    print(f'$ {shlex.join(command)}\n(log: {log_path})', flush=True)
+    rc = run_cell(command, log_path)
+    if rc == EXIT_INTERRUPTED:
+      print(f'ail_learning: {name} interrupted; rerun the same command to '
+            'continue it', file=sys.stderr)
+      return EXIT_INTERRUPTED
+    if rc != 0:
+      failed.append(name)
+      print(f'ail_learning: {name} exited with status {rc}; see {log_path}. '
+            'Going on with the other cells.', file=sys.stderr)
+    print(f'\n--- summary after {name} ---', flush=True)
+    summarise(args.runs_root, args.kinds, args.demos,
+              args.png if last else None)
+  if args.dry_run:
+    return 0
+  if failed:
+    print(f'ail_learning: failed cells: {", ".join(failed)}; rerun to '
+          'continue them', file=sys.stderr)
+    return 1
+  return 0
+
+
+# ------------------------------------------------------------------- main
+
+
+def _kinds(text: str) -> list:
+  kinds = [k.strip() for k in text.split(',') if k.strip()]
+  bad = [k for k in kinds if k not in KINDS]
+  if not kinds or bad:
+    raise argparse.ArgumentTypeError(
+        f'expected a comma-separated subset of {",".join(KINDS)}, got '
+        f'{text!r}')
+  return list(dict.fromkeys(kinds))
+
+
+def _seeds(text: str) -> list:
+  try:
+    seeds = [int(s) for s in text.split(',') if s.strip()]
+  except ValueError:
+    seeds = []
+  if not seeds or any(s < 0 for s in seeds):
+    raise argparse.ArgumentTypeError(
+        f'expected comma-separated integers >= 0, got {text!r}')
+  return list(dict.fromkeys(seeds))
+
+
+def _budget(text: str) -> int:
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'expected an integer >= 1, got {text!r}')
+  return value
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__,
+                              formatter_class=argparse.RawTextHelpFormatter)
+  sub = p.add_subparsers(dest='command', required=True)
+  r = sub.add_parser('run', help='train every (kind, seed) cell not yet '
+                     'finished, one at a time')
+  r.add_argument('--kinds', type=_kinds, required=True, help='e.g. gail,airl')
+  r.add_argument('--seeds', type=_seeds, required=True, help='e.g. 0,1,2')
+  r.add_argument('--budget', type=_budget, default=DEFAULT_BUDGET,
+                 help='env steps per run (default %(default)s)')
+  r.add_argument('--dry_run', action='store_true',
+                 help='print the commands it would run; run nothing')
+  s = sub.add_parser('summary', help='summarise the runs found')
+  s.add_argument('--kinds', type=_kinds, default=list(KINDS))
+  for q in (r, s):
+    q.add_argument('--runs_root', default=DEFAULT_RUNS_ROOT,
+                   help='default: runs/ail_learning in the repo')
+    q.add_argument('--demos', default=DEFAULT_DEMOS,
+                   help='expert demonstrations (default: %(default)s)')
+    q.add_argument('--png', help='write the curves PNG here')
+  args = p.parse_args(argv)
+  # The runs go from the repo root: make every path absolute now.
+  args.runs_root = os.path.abspath(args.runs_root)
+  args.demos = os.path.abspath(args.demos)
+  if args.png:
+    args.png = os.path.abspath(args.png)
+  if args.command == 'run':
+    return run(args)
+  summarise(args.runs_root, args.kinds, args.demos, args.png)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
