@@ -39,6 +39,12 @@ ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
 
 class AILLearnerNode(learner_node.LearnerNode):
 
+  VARIABLES = ('policy', 'discriminator')
+
+  def _variable(self, name: str):
+    return self._discriminator if name == 'discriminator' else \
+        self._published
+
   def __init__(self, train_config, dims, replay_client, counter, run_dir: str,
                resume: bool = False):
     self._ail = train_config.ail

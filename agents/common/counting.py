@@ -4,6 +4,13 @@ Counts: env_steps (actors), episodes, learner_steps, discriminator_steps,
 rounds, and elapsed_s, the wall time since the program *first* started
 (carried across restarts). Every rate, schedule, log row and budget in Tandem
 is keyed to these, never to how long the current call or process has run.
+
+Why not `acme.utils.counting.Counter`: Acme's counter keeps counts in memory
+(its save/restore hand a dict to a checkpointer) and its time is per process;
+Tandem needs the wall time since the program *first* started to survive a
+restart (every fps figure is over it), and the counts written atomically to a
+JSON file that a resume validates before launch. Acme's counter can still
+count an `acme.EnvironmentLoop` that runs a Tandem actor.
 """
 
 from __future__ import annotations

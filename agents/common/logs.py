@@ -3,6 +3,11 @@
 Every row carries env_steps and learner_steps (the global counts), so curves
 from different nodes, rounds and restarts line up on one axis. Files are
 appended to on resume, never truncated.
+
+Why not `acme.utils.loggers` (CSVLogger, TFSummaryLogger): Acme's CSV logger
+writes into a new time-stamped directory per process by default and accepts
+rows without any global count, while Tandem's rows must carry the global
+counts (checked here) and continue the same file across restarts.
 """
 
 from __future__ import annotations

@@ -15,6 +15,14 @@ one factor of γ fewer than the bootstrap needs (Γ = d₀·γd₁·…·γ^{n-1
 
 `WindowLayout` and `WindowAdder` keep every step of the n-step sum instead
 (`batches.Windows`), for learners that compute rewards themselves.
+
+Why not Acme's parts: `acme.adders.reverb.NStepTransitionAdder` costs ~138 µs
+a write against ~18 µs for NStepAdder (bench/actor.py: it re-derives the
+structure of five columns on every step); it stays the test oracle. And
+`acme.datasets.reverb.make_reverb_dataset` gives a tf.data pipeline whose
+sampling blocks in the rate limiter with no way to give up, where BatchStream
+must notice a stop request within a second (Launchpad kills nodes that do not
+stop in time) and convert packed rows.
 """
 
 from __future__ import annotations

@@ -8,35 +8,50 @@ and replay writes are the acting loop's business (agents/mpo/acting.py).
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Union
 
+import acme.core
+import dm_env
 import numpy as np
 
 from agents.mpo import numpy_policy
 from agents.mpo.config import MPOConfig
 
 
-class Actor:
-  """select_action and update, as in Acme's Actor.
+class Actor(acme.core.Actor):
+  """An `acme.core.Actor`: drop it into `acme.EnvironmentLoop`.
 
   Samples a ~ N(mean, stddev) clipped to the normalised box [-1, 1], or with
   `deterministic` the clipped mean (evaluation).
 
-  variable_source: a callable returning the latest policy params (a courier
-    call to the learner in the distributed program), or None for fixed params.
+  variable_source: the latest policy params come from it: an
+    `acme.core.VariableSource` (asked for ['policy'], e.g. Tandem's learner
+    node), a callable returning them (a courier call to the learner in the
+    distributed program), or None for fixed params.
   update_period: env steps between parameter refreshes.
+  adder: optional; `observe_first`/`observe` pass timesteps to it (an Acme
+    adder or Tandem's replay adders). Tandem's own actor nodes step several
+    environments per policy call (acting.EnvGroup) and add per environment,
+    so they leave it None.
   """
 
   def __init__(self, cfg: MPOConfig, params, *, seed: int,
-               variable_source: Optional[Callable[[], dict]] = None,
-               update_period: int = 100, deterministic: bool = False):
+               variable_source: Union[None, Callable[[], dict],
+                                      acme.core.VariableSource] = None,
+               update_period: int = 100, deterministic: bool = False,
+               adder: Any = None):
     self._scales = dict(init_scale=cfg.policy_init_scale,
                         min_scale=cfg.policy_min_scale)
     self._params = numpy_policy.from_params(params)
     d = self._params.heads_b.shape[0] // 2
     self._low, self._high = -np.ones(d, np.float32), np.ones(d, np.float32)
     self._rng = np.random.default_rng(seed)
+    # Duck-typed, so a Courier client of a learner node serves too.
+    if hasattr(variable_source, 'get_variables'):
+      source = variable_source
+      variable_source = lambda: source.get_variables(['policy'])[0]
     self._source = variable_source
+    self._adder = adder
     self._period = update_period
     self._deterministic = deterministic
     self._steps_since_update = 0
@@ -58,9 +73,18 @@ class Actor:
     # minimum/maximum with array bounds: a fraction of np.clip's overhead.
     return np.minimum(np.maximum(mean, self._low), self._high)
 
-  def update(self, steps: int = 1, wait: bool = False) -> None:
-    """Counts `steps` env steps; refreshes the params once `update_period`
-    have passed since the last refresh (or now, if wait)."""
+  def observe_first(self, timestep: dm_env.TimeStep) -> None:
+    if self._adder is not None:
+      self._adder.add_first(timestep)
+
+  def observe(self, action, next_timestep: dm_env.TimeStep) -> None:
+    if self._adder is not None:
+      self._adder.add(action, next_timestep)
+
+  def update(self, wait: bool = False, steps: int = 1) -> None:
+    """Counts `steps` env steps (Acme's loop calls this once per step);
+    refreshes the params once `update_period` have passed since the last
+    refresh (or now, if wait)."""
     self._steps_since_update += steps
     if self._source is None:
       return

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Optional
 
+import acme.core
 import jax
 import numpy as np
 
@@ -27,8 +28,16 @@ from agents.mpo import learner as learner_lib
 
 
 
-class LearnerNode:
-  """Built inside its own process (or thread, under local_mt)."""
+class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
+  """Built inside its own process (or thread, under local_mt).
+
+  An `acme.core.VariableSource` (`get_variables(['policy'])`, so Acme's
+  variable clients and Tandem's actors can fetch the policy) and an
+  `acme.core.Saveable` (`save()`/`restore()` the whole learner state).
+  """
+
+  # Named variable groups `get_variables` serves; a subclass may add some.
+  VARIABLES = ('policy',)
 
   def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
                counter, run_dir: str, resume: bool = False):
@@ -77,9 +86,41 @@ class LearnerNode:
 
   # Courier methods -------------------------------------------------------
 
-  def get_variables(self):
-    """The latest policy params (numpy pytree)."""
+  def get_variables(self, names=None):
+    """The latest policy params (numpy pytree); with `names` (Acme's
+    VariableSource), a list of the named groups from `VARIABLES`."""
+    if names is None:
+      return self._published
+    unknown = [n for n in names if n not in self.VARIABLES]
+    if unknown:
+      raise KeyError(f'get_variables: unknown names {unknown}; this learner '
+                     f'serves {list(self.VARIABLES)}')
+    return [self._variable(n) for n in names]
+
+  def _variable(self, name: str):
+    del name  # only 'policy'
     return self._published
+
+  def save(self):
+    """acme.core.Saveable: the whole learner state, as numpy."""
+    with self._lock:
+      return jax.device_get(self._state)
+
+  def restore(self, state) -> None:
+    """acme.core.Saveable: replaces the learner state (one from `save()`,
+    or a checkpoint's tree) after checking its structure and shapes."""
+    template = jax.tree_util.tree_structure(self._state)
+    if jax.tree_util.tree_structure(state) != template:
+      raise ValueError('restore: the state does not have this learner\'s '
+                       'structure')
+    for new, old in zip(jax.tree_util.tree_leaves(state),
+                        jax.tree_util.tree_leaves(self._state)):
+      if np.shape(new) != np.shape(old):
+        raise ValueError(f'restore: a leaf has shape {np.shape(new)}, '
+                         f'expected {np.shape(old)}')
+    with self._lock:
+      self._state = jax.tree_util.tree_map(jax.numpy.asarray, state)
+      self._published = jax.device_get(self._policy(self._state))
 
   def get_steps(self) -> int:
     with self._lock:
