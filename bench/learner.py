@@ -4,14 +4,17 @@
 
 Batch 256, 3x256 policy and critic MLPs, 20 action samples, default duals, for
 the observation/action shapes of cartpole_swingup (5, 1) and walker_walk
-(24, 6). Each jitted call runs --steps_per_call SGD steps (lax.scan); after a
+(24, 6), with the E-step at s (estep_states='current', the default) and at s'
+reusing the bootstrap's samples ('next': half the critic work), timed in
+interleaved blocks. Each jitted call runs --steps_per_call SGD steps (lax.scan); after a
 compile/warm-up, --seconds per task are split into --repeats timed blocks and
 the median block rate is reported.
 
 Imports only jax, optax, numpy and agents.mpo (no TensorFlow, Reverb or
 Launchpad), so it runs unchanged on a bare accelerator image; it checks that
 at the end. The last line printed is one JSON object:
-  {"learner_steps_per_s.cartpole_swingup": ..., "learner_steps_per_s.walker_walk": ..., "device": ...}
+  {"learner_steps_per_s.cartpole_swingup": ..., "learner_steps_per_s_next.cartpole_swingup": ...,
+   "next_to_current_ratio.cartpole_swingup": ..., (same for walker_walk), "device": ...}
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import jax
 
 from agents.mpo import config as config_lib
 from agents.mpo import learner
+
+# Timed side by side; `learner_steps_per_s` keeps the default ('current').
+ESTEP_STATES = ('current', 'next')
 
 
 def parse_args(argv=None):
@@ -47,37 +53,48 @@ def parse_args(argv=None):
 
 
 def bench_task(task: str, args) -> dict:
+  """Times estep_states='current' (the default) and 'next' side by side:
+  interleaved blocks, the order alternating, so machine noise hits both."""
   obs_dim, act_dim = _timing.TASK_SHAPES[task]
   layers = tuple(int(x) for x in args.layers.split(','))
-  cfg = config_lib.replace(config_lib.MPOConfig(), {
-      'policy_layers': layers,
-      'critic_layers': layers,
-      'batch_size': args.batch_size,
-      'num_samples': args.num_samples,
-      'sgd_steps_per_call': args.steps_per_call,
-  })
   k = args.steps_per_call
-  state = learner.init(cfg, learner.Dims(observation=obs_dim, action=act_dim),
-                       args.seed)
-  batches = _timing.random_batches(learner.Batch, k, cfg.batch_size, obs_dim,
-                                   act_dim, seed=args.seed)
-  runner = _timing.Runner(learner.make_update(cfg), state, batches)
-
-  t0 = time.perf_counter()
-  runner.call(1)                       # compile + first run
-  compile_s = time.perf_counter() - t0
-  runner.call(2)                       # warm-up
+  runners, compile_s = {}, {}
+  for where in ESTEP_STATES:
+    cfg = config_lib.replace(config_lib.MPOConfig(), {
+        'policy_layers': layers,
+        'critic_layers': layers,
+        'batch_size': args.batch_size,
+        'num_samples': args.num_samples,
+        'sgd_steps_per_call': k,
+        'estep_states': where,
+    })
+    state = learner.init(cfg, learner.Dims(observation=obs_dim,
+                                           action=act_dim), args.seed)
+    batches = _timing.random_batches(learner.Batch, k, cfg.batch_size,
+                                     obs_dim, act_dim, seed=args.seed)
+    runner = _timing.Runner(learner.make_update(cfg), state, batches)
+    t0 = time.perf_counter()
+    runner.call(1)                       # compile + first run
+    compile_s[where] = time.perf_counter() - t0
+    runner.call(2)                       # warm-up
+    runners[where] = runner
   per_block = args.seconds / args.repeats
-  n = _timing.calls_for(runner, per_block)
-  rates = []
-  for _ in range(args.repeats):
-    dt = runner.timed(n)
-    rates.append(n * k / dt)
-  skipped = int(jax.device_get(runner.state.skipped))
-  return dict(task=task, obs=obs_dim, act=act_dim, compile_s=compile_s,
-              calls_per_block=n, rates=rates, median=_timing.median(rates),
-              skipped=skipped,
-              steps=int(jax.device_get(runner.state.steps)))
+  calls = {w: _timing.calls_for(r, per_block) for w, r in runners.items()}
+  rates = {w: [] for w in runners}
+  for i in range(args.repeats):
+    order = ESTEP_STATES if i % 2 == 0 else ESTEP_STATES[::-1]
+    for where in order:
+      rates[where].append(calls[where] * k / runners[where].timed(calls[where]))
+  ratios = [n / c for n, c in zip(rates['next'], rates['current'])]
+  out = {}
+  for where, runner in runners.items():
+    out[where] = dict(
+        compile_s=compile_s[where], calls_per_block=calls[where],
+        rates=rates[where], median=_timing.median(rates[where]),
+        skipped=int(jax.device_get(runner.state.skipped)),
+        steps=int(jax.device_get(runner.state.steps)))
+  return dict(task=task, obs=obs_dim, act=act_dim, by_states=out,
+              next_to_current=_timing.median(ratios))
 
 
 def main(argv=None) -> int:
@@ -98,24 +115,33 @@ def main(argv=None) -> int:
   print()
   results = [bench_task(t, args) for t in tasks]
 
-  header = (f'{"task":<18} {"O":>3} {"D":>3} {"compile s":>9} '
-            f'{"calls/blk":>9} {"min":>9} {"median":>9} {"max":>9} '
-            f'{"ms/step":>8}')
+  header = (f'{"task":<18} {"estep_states":<12} {"O":>3} {"D":>3} '
+            f'{"compile s":>9} {"calls/blk":>9} {"min":>9} {"median":>9} '
+            f'{"max":>9} {"ms/step":>8}')
   print(header)
   print('-' * len(header))
   for r in results:
-    print(f'{r["task"]:<18} {r["obs"]:>3} {r["act"]:>3} '
-          f'{r["compile_s"]:>9.1f} {r["calls_per_block"]:>9d} '
-          f'{min(r["rates"]):>9.1f} {r["median"]:>9.1f} {max(r["rates"]):>9.1f} '
-          f'{1e3 / r["median"]:>8.2f}')
-    if r['skipped']:
-      print(f'  note: {r["skipped"]} of {r["steps"]} steps were skipped as '
-            'non-finite (timing still counts them)')
+    for where, x in r['by_states'].items():
+      print(f'{r["task"]:<18} {where:<12} {r["obs"]:>3} {r["act"]:>3} '
+            f'{x["compile_s"]:>9.1f} {x["calls_per_block"]:>9d} '
+            f'{min(x["rates"]):>9.1f} {x["median"]:>9.1f} '
+            f'{max(x["rates"]):>9.1f} {1e3 / x["median"]:>8.2f}')
+      if x['skipped']:
+        print(f'  note: {x["skipped"]} of {x["steps"]} steps were skipped as '
+              'non-finite (timing still counts them)')
+    print(f'{"":<18} next/current (median of per-block ratios): '
+          f'{r["next_to_current"]:.3f}')
   print()
 
   ok = _timing.check_forbidden_modules()
-  payload = {f'learner_steps_per_s.{r["task"]}': round(r['median'], 2)
-             for r in results}
+  payload = {}
+  for r in results:
+    t = r['task']
+    payload[f'learner_steps_per_s.{t}'] = round(
+        r['by_states']['current']['median'], 2)
+    payload[f'learner_steps_per_s_next.{t}'] = round(
+        r['by_states']['next']['median'], 2)
+    payload[f'next_to_current_ratio.{t}'] = round(r['next_to_current'], 3)
   payload.update(_timing.environment_json())
   payload.update(steps_per_call=args.steps_per_call,
                  batch_size=args.batch_size, num_samples=args.num_samples,

@@ -17,6 +17,7 @@ SCHEDULES = ('constant', 'linear', 'cosine')
 TEMPERATURE_FOR_WEIGHTS = ('before_update', 'after_update')
 SOLVERS = ('gradient', 'exact')
 TARGET_UPDATES = ('periodic', 'polyak')
+ESTEP_STATES = ('current', 'current_and_next', 'next')
 
 
 class ConfigError(ValueError):
@@ -180,6 +181,15 @@ class MPOConfig:
   per_dim_constraining: bool = True
   action_penalization: bool = True
   num_samples: int = 20
+  # Where the policy is improved (the E-step's states):
+  #   current:          at s, with its own N samples (the bootstrap draws
+  #                     another N at s'): 2 target-critic evaluations of N·B.
+  #   current_and_next: at s and s', reusing the bootstrap's samples and
+  #                     Q-values at s' (Acme's JAX MPO): same critic work,
+  #                     twice the states.
+  #   next:             at s' only, one sample set serving the bootstrap and
+  #                     the E-step (Acme's TF MPO): half the critic work.
+  estep_states: str = 'current'
   discount: float = 0.99
   n_step: int = 5
   # Optimisation.
@@ -211,6 +221,7 @@ class MPOConfig:
               'max_grad_norm'):
       _positive(o, f, getattr(self, f))
     _int_at_least(o, 'num_samples', self.num_samples, 2)
+    _one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
     if self.epsilon >= math.log(self.num_samples):
       _fail(o, 'epsilon', f'a value < log(num_samples) = '
             f'{math.log(self.num_samples):.3f} (the largest KL a reweighting '

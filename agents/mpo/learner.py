@@ -4,8 +4,9 @@ Imports nothing from TensorFlow, Reverb or Launchpad, so it runs (and is
 benchmarked) on any machine with jax and optax.
 
 One SGD step (Abdolmaleki et al. 2018a, b):
-  1. Sample N actions per state from the target policy at s (E-step) and at
-     s' (bootstrap), with separate PRNG keys; evaluate the target critic.
+  1. Sample N actions per state from the target policy at s' (bootstrap) and,
+     unless `estep_states` is 'next', at s (E-step), with separate PRNG keys;
+     evaluate the target critic (on actions clipped to the box).
   2. Update the temperatures on those fixed Q-values (duals.py).
   3. Weight the samples with η before or after that update (config).
   4. Gradient step on critic (n-step TD) and policy (weighted ML + KL terms).
@@ -93,10 +94,13 @@ def _select(pred, new, old):
 
 
 class EStepInputs(NamedTuple):
-  target_pi: networks.GaussianParams  # fields [B, D]
-  actions: jax.Array                  # [N, B, D] samples of π_target(·|s)
-  q: jax.Array                        # [N, B] target-critic values
-  penalty_q: Optional[jax.Array]      # [N, B] or None
+  """B' = B states for estep_states 'current' (s) or 'next' (s'), 2B for
+  'current_and_next' (s then s')."""
+  states: jax.Array                   # [B', O] where the policy is improved
+  target_pi: networks.GaussianParams  # fields [B', D]
+  actions: jax.Array                  # [N, B', D] samples of π_target there
+  q: jax.Array                        # [N, B'] target-critic values
+  penalty_q: Optional[jax.Array]      # [N, B'] or None
   td_target: jax.Array                # [B] n-step TD target
 
 
@@ -107,23 +111,36 @@ def _apply_policy(cfg: MPOConfig, params, obs):
 
 def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
                  key_estep: jax.Array, key_bootstrap: jax.Array) -> EStepInputs:
-  """Target-network quantities of one step; separate keys for the E-step
-  samples at s and the bootstrap samples at s'."""
+  """Target-network quantities of one step, at the states
+  `cfg.estep_states` names; separate keys for the E-step samples at s and
+  the bootstrap samples at s' (which 'current_and_next' and 'next' reuse
+  for the E-step at s')."""
   n = cfg.num_samples
-  target_pi = _apply_policy(cfg, state.target_policy, batch.observation)
+  tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
   target_pi_next = _apply_policy(cfg, state.target_policy,
                                  batch.next_observation)
-  actions = networks.gaussian_sample(key_estep, target_pi, n)
   next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
-  tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
-  q = networks.apply_critic(state.target_critic, tile(batch.observation),
-                            actions)
   q_next = networks.apply_critic(state.target_critic,
                                  tile(batch.next_observation), next_actions)
   td_target = batch.reward + batch.discount * jnp.mean(q_next, axis=0)
+  states, target_pi, actions, q = (batch.next_observation, target_pi_next,
+                                   next_actions, q_next)
+  if cfg.estep_states != 'next':
+    target_pi = _apply_policy(cfg, state.target_policy, batch.observation)
+    actions = networks.gaussian_sample(key_estep, target_pi, n)
+    q = networks.apply_critic(state.target_critic, tile(batch.observation),
+                              actions)
+    states = batch.observation
+    if cfg.estep_states == 'current_and_next':
+      cat = lambda a, b, axis: jnp.concatenate([a, b], axis=axis)
+      states = cat(states, batch.next_observation, 0)
+      target_pi = jax.tree_util.tree_map(lambda a, b: cat(a, b, 0),
+                                         target_pi, target_pi_next)
+      actions = cat(actions, next_actions, 1)
+      q = cat(q, q_next, 1)
   penalty_q = (losses.action_penalty_q(actions) if cfg.action_penalization
                else None)
-  return EStepInputs(target_pi, jax.lax.stop_gradient(actions),
+  return EStepInputs(states, target_pi, jax.lax.stop_gradient(actions),
                      jax.lax.stop_gradient(q), penalty_q,
                      jax.lax.stop_gradient(td_target))
 
@@ -167,7 +184,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   def loss_fn(policy, critic):
     q = networks.apply_critic(critic, batch.observation, batch.action)
     loss_critic = losses.critic_loss(q, td_target)
-    online = apply_policy(policy, batch.observation)
+    online = apply_policy(policy, e.states)
     terms = losses.mstep_terms(online, target_pi, actions, weights,
                                cfg.per_dim_constraining)
     loss_policy = terms.cross_entropy_mean + terms.cross_entropy_stddev

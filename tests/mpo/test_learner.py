@@ -174,3 +174,69 @@ def test_target_networks_update(kind):
   else:
     np.testing.assert_allclose(
         t1, 0.5 * t0 + 0.5 * np.asarray(state.critic['head']['w']), rtol=1e-6)
+
+
+def _critic_calls(cfg, state, batch):
+  """The target/online critic evaluations sgd_step traces, with the number
+  of (state, action) pairs each one scores."""
+  from agents.mpo import networks
+  calls = []
+  real = networks.apply_critic
+
+  def counting(p, obs, action):
+    calls.append(int(np.prod(action.shape[:-1])))
+    return real(p, obs, action)
+  networks.apply_critic = counting
+  try:
+    jax.make_jaxpr(lambda s, b: learner.sgd_step(cfg, s, b))(state, batch)
+  finally:
+    networks.apply_critic = real
+  return calls
+
+
+@pytest.mark.parametrize('where, width', [('current', 16),
+                                          ('current_and_next', 32),
+                                          ('next', 16)])
+def test_estep_states_shapes_and_critic_work(where, width):
+  cfg = _cfg(estep_states=where)
+  state = learner.init(cfg, DIMS, seed=0)
+  batch = _batch()
+  e = learner.estep_inputs(cfg, state, batch, jax.random.PRNGKey(1),
+                           jax.random.PRNGKey(2))
+  assert e.q.shape == (cfg.num_samples, width)
+  assert e.actions.shape == (cfg.num_samples, width, DIMS.action)
+  assert e.states.shape == (width, DIMS.observation)
+  assert e.target_pi.mean.shape == (width, DIMS.action)
+  assert e.td_target.shape == (16,)
+  n, b = cfg.num_samples, 16
+  calls = sorted(_critic_calls(cfg, state, batch))
+  if where == 'next':
+    # One sample set at s' serves the bootstrap and the E-step: one target
+    # critic evaluation of N·B, plus the online critic at (s, a).
+    assert calls == [b, n * b]
+  else:
+    assert calls == [b, n * b, n * b]
+  _, m = jax.jit(lambda s, bt: learner.sgd_step(cfg, s, bt))(state, batch)
+  assert np.isfinite(float(m['loss_policy']))
+
+
+def test_estep_states_reuse_the_bootstrap_samples_at_next_states():
+  batch = _batch()
+  keys = jax.random.PRNGKey(1), jax.random.PRNGKey(2)
+  got = {}
+  for where in ('current', 'current_and_next', 'next'):
+    cfg = _cfg(estep_states=where)
+    state = learner.init(cfg, DIMS, seed=0)
+    got[where] = learner.estep_inputs(cfg, state, batch, *keys)
+  cur, both, nxt = got['current'], got['current_and_next'], got['next']
+  np.testing.assert_array_equal(both.q[:, :16], cur.q)
+  np.testing.assert_array_equal(both.q[:, 16:], nxt.q)
+  np.testing.assert_array_equal(nxt.states, batch.next_observation)
+  np.testing.assert_array_equal(both.states[16:], batch.next_observation)
+  # The E-step samples at s' are the bootstrap's: the TD target is their
+  # mean Q.
+  np.testing.assert_allclose(
+      nxt.td_target, batch.reward + batch.discount * np.mean(nxt.q, axis=0),
+      rtol=1e-5, atol=1e-5)
+  for e in got.values():
+    np.testing.assert_array_equal(e.td_target, cur.td_target)
