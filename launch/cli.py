@@ -122,7 +122,9 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
     _check_kind(cfg, command, f'--resume {args.resume}')
-    cfg = config_lib.apply_overrides(cfg, overrides)
+    resumed = config_lib.apply_overrides(cfg, overrides)
+    config_lib.check_resume_overrides(cfg, resumed)
+    cfg = resumed
     run_dir = os.path.abspath(args.resume)
   else:
     if not args.config:
@@ -136,22 +138,61 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     environments.validate_environment_name(cfg.env)
   except ValueError as e:
     raise UsageError(f'env: {e}') from e
-  if isinstance(cfg, config_lib.AILTrainConfig):
-    check_demonstrations(cfg)
   return cfg, run_dir, bool(args.resume)
 
 
-def check_demonstrations(cfg) -> None:
+def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
   """Loads the demonstrations as the learner will, so a file that does not
-  fit the environment fails before launch, naming the file and array."""
+  fit the environment fails before launch, naming the file and array; on a
+  resume (run_dir holding demos.json), also refuses a file whose contents
+  changed since the run started: the learner draws its expert batches from
+  the file in-graph, and a resumed run must draw what the first one would."""
   from agents.ail import demonstrations
   if not cfg.demos:
     raise UsageError('tandem train-ail needs --demos FILE.npz (expert '
                      'demonstrations; README: "Demonstration files")')
   try:
-    demonstrations.load_for_environment(cfg.demos, cfg.env)
+    demos = demonstrations.load_for_environment(cfg.demos, cfg.env)
   except demonstrations.DemoError as e:
     raise UsageError(f'--demos: {e}') from e
+  record = _demos_record(cfg.demos, demos)
+  path = os.path.join(run_dir, 'demos.json') if run_dir else None
+  if path and os.path.isfile(path):
+    with open(path) as f:
+      first = json.load(f)
+    if first.get('sha256') != record['sha256']:
+      raise UsageError(
+          f'--demos: {cfg.demos} (sha256 {record["sha256"][:12]}…, '
+          f'{record["transitions"]} transitions) is not the file this run '
+          f'started with ({first.get("path")}, sha256 '
+          f'{str(first.get("sha256"))[:12]}…, {first.get("transitions")} '
+          'transitions); resume with that file, or start a new run')
+  return record
+
+
+def _demos_record(path: str, demos) -> dict:
+  import hashlib
+  digest = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      digest.update(block)
+  return {'path': os.path.abspath(path), 'sha256': digest.hexdigest(),
+          'transitions': int(demos.num_transitions),
+          'episodes': int(demos.num_episodes)}
+
+
+def record_config_history(rd, cfg, resume: bool) -> None:
+  """Appends one line per launch to config_history.jsonl: when, whether it
+  was a resume, and the fields that differ from the previous config."""
+  changed = {}
+  if resume and os.path.isfile(rd.config):
+    with open(rd.config) as f:
+      old = config_lib.from_dict(json.load(f))
+    changed = {p: {'from': a, 'to': b} for p, (a, b) in
+               config_lib.check_resume_overrides(old, cfg).items()}
+  with open(os.path.join(rd.root, 'config_history.jsonl'), 'a') as f:
+    f.write(json.dumps({'time': time.time(), 'resume': resume,
+                        'changed': changed}, default=list) + '\n')
 
 
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
@@ -226,6 +267,9 @@ def _print_failure(rd) -> None:
 def train(args, extra, command: str = 'train') -> int:
   cfg, run_dir, resume = resolve_train_config(args, extra, command)
   program_lib = _program(command)
+  demos_record = None
+  if isinstance(cfg, config_lib.AILTrainConfig):
+    demos_record = check_demonstrations(cfg, run_dir if resume else None)
   from agents.common.rundir import Lock, RunDir
   from agents.common.files import write_json_atomic
   rd = RunDir(run_dir)
@@ -238,6 +282,10 @@ def train(args, extra, command: str = 'train') -> int:
     latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')
   rd.make()
+  record_config_history(rd, cfg, resume)
+  demos_json = os.path.join(rd.root, 'demos.json')
+  if demos_record is not None and not os.path.exists(demos_json):
+    write_json_atomic(demos_json, demos_record)
   write_json_atomic(rd.config, config_lib.to_dict(cfg))
   for old in os.listdir(rd.errors):
     os.unlink(os.path.join(rd.errors, old))

@@ -124,6 +124,39 @@ class TrainConfig:
     return self.samples_per_insert / self.mpo.batch_size
 
 
+# Fields a resume may change: how long, how many actors, how often things
+# happen, replay sizing (replay is refilled on resume). Anything else (the
+# environment, seed, networks, losses, optimizers and their schedules and
+# horizons, n-step, the round structure, the discriminator) would make the
+# resumed run a different run, so `--resume` refuses it (check_resume_overrides).
+RESUMABLE_FIELDS = frozenset({
+    'env_step_budget', 'num_actors', 'envs_per_actor', 'actor_update_period',
+    'counter_sync_period', 'eval_period_env_steps', 'eval_episodes',
+    'final_eval_episodes', 'checkpoint_period_s', 'checkpoints_to_keep',
+    'learner_log_every', 'tensorboard', 'stop_grace_s', 'replay_max_size',
+    'replay_min_size', 'samples_per_insert', 'replay_error_buffer',
+    'fault_injection_actor_crash_after',
+    # The path may move; its contents are held to the run's first file by
+    # sha256 (launch/cli.py: check_demonstrations).
+    'demos'})
+
+
+def check_resume_overrides(old: 'TrainConfig', new: 'TrainConfig') -> dict:
+  """The fields `new` changes from `old`, {path: (old, new)}; raises
+  ConfigError naming every changed field a resume may not change."""
+  before, after = leaf_fields(old), leaf_fields(new)
+  changed = {p: (before[p], after[p]) for p in after
+             if before.get(p) != after[p]}
+  refused = sorted(p for p in changed if p not in RESUMABLE_FIELDS)
+  if refused:
+    raise ConfigError(
+        f'--resume cannot change {refused}: they define the run (a changed '
+        'value would make the checkpoint, schedules and logs describe '
+        'another run); start a new run with --name instead. A resume may '
+        f'change: {sorted(RESUMABLE_FIELDS)}')
+  return changed
+
+
 @dataclasses.dataclass(frozen=True)
 class AILTrainConfig(TrainConfig):
   """An adversarial imitation run (launch/ail.py): the MPO program's

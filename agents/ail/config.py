@@ -30,7 +30,9 @@ REWARDS = {'gail': ('neg_log_one_minus_d', 'log_d', 'logit'),
 # state_action: GAIL sees (s, a); AIRL's g sees (s, a).
 # state_next_state: GAIL sees (s, s'); AIRL's g sees s alone (the state-only
 # reward of Fu et al. 2018, Sec. 5), its shaping term h always s and s'.
-INPUTS = ('state_action', 'state_next_state')
+# state: GAIL sees s alone (state-marginal matching: no trace of the agent's
+# action noise reaches it); AIRL's g sees s, as with state_next_state.
+INPUTS = ('state_action', 'state_next_state', 'state')
 
 
 def discriminator_optimizer(name: str = 'adam', learning_rate: float = 3e-4,

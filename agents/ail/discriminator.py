@@ -117,7 +117,8 @@ def init_params(key, cfg: AILConfig, observation_dim: int,
   """GAIL: {'d'}; AIRL: {'g', 'h'}; each an MLP {'torso', 'head'}."""
   o, a = observation_dim, action_dim
   if cfg.kind == 'gail':
-    n_in = o + a if cfg.input == 'state_action' else 2 * o
+    n_in = {'state_action': o + a, 'state_next_state': 2 * o,
+            'state': o}[cfg.input]
     return {'d': _mlp_init(key, n_in, cfg.layers)}
   kg, kh = jax.random.split(key)
   n_g = o + a if cfg.input == 'state_action' else o
@@ -127,8 +128,8 @@ def init_params(key, cfg: AILConfig, observation_dim: int,
 
 def _g_airl(cfg: AILConfig, params: dict, s: jax.Array,
             a: jax.Array) -> jax.Array:
-  # 'state_next_state' is AIRL's state-only reward g(s) (Fu et al. Sec. 5):
-  # the one that is disentangled from the dynamics.
+  # 'state_next_state' and 'state' give AIRL's state-only reward g(s) (Fu et
+  # al. Sec. 5): the one that is disentangled from the dynamics.
   x = jnp.concatenate([s, a], -1) if cfg.input == 'state_action' else s
   return _mlp(params['g'], x)
 
@@ -138,6 +139,8 @@ def _score_normalized(cfg: AILConfig, params: dict, s: jax.Array,
                       gamma: float) -> jax.Array:
   """`score` on already normalised observations; s, s_next [..., O]."""
   if cfg.kind == 'gail':
+    if cfg.input == 'state':
+      return _mlp(params['d'], s)
     second = a if cfg.input == 'state_action' else s_next
     return _mlp(params['d'], jnp.concatenate([s, second], -1))
   # f = g + γ h(s') - h(s) (Fu et al. Eq. 4); a terminal s' has no future, so

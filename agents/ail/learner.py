@@ -10,7 +10,7 @@ discriminator computes at the moment the batch is used: replay stores
 n-step windows (`batches.Windows`) and every step inside the n-step sum is
 relabelled (`relabel`), so no reward a discriminator computed earlier is
 ever reused. Where a run stands in its rounds is a function of the two
-global step counts alone (`RoundPlan`), and every learning rate of a
+global step counts alone (`RoundPlan`), and every learning rate is a
 function of a global step count and a horizon stored in the state, so a run
 split into rounds, stopped or resumed sees exactly the values of one run.
 
@@ -96,7 +96,13 @@ def init(mpo_cfg: MPOConfig, ail_cfg: AILConfig, dims: mpo_learner.Dims,
 def policy_log_prob(mpo_cfg: MPOConfig, policy, observation: jax.Array,
                     action: jax.Array) -> jax.Array:
   """log π(a|s) under the policy `policy`: obs [..., O], action [..., D] ->
-  [...]. AIRL's logit subtracts it (Fu et al. 2018, Eq. 3)."""
+  [...]. AIRL's logit subtracts it (Fu et al. 2018, Eq. 3).
+
+  The density of the unclipped Gaussian, also at actions on the box's edge
+  (replay holds clipped actions; 8% of the cartpole expert's are saturated),
+  where the acting policy's probability is really the mass beyond ±1: a
+  known bias of AIRL's logit at the bounds, kept for simplicity.
+  """
   dist = networks.apply_policy(policy, observation,
                                init_scale=mpo_cfg.policy_init_scale,
                                min_scale=mpo_cfg.policy_min_scale)

@@ -59,11 +59,19 @@ class AILLearnerNode(learner_node.LearnerNode):
     self._disc_logger = logs.Logger(self._run_dir.logs, 'discriminator',
                                     tensorboard=train_config.tensorboard,
                                     required=ROW_COUNTS)
+
+  # LearnerNode's hooks ------------------------------------------------------
+
+  def _publish(self) -> None:
+    super()._publish()
     self._discriminator = jax.device_get(
         (self._state.discriminator.params,
          self._state.discriminator.normalizer))
 
-  # LearnerNode's hooks ------------------------------------------------------
+  def _own_counts(self, state) -> dict:
+    return {'learner_steps': int(state.generator.steps),
+            'discriminator_steps': int(state.discriminator.steps),
+            'rounds': ail_learner.position(self._ail, state).round}
 
   def _init_state(self, dims):
     demos = demonstrations.load_for_environment(self._tc.demos, self._tc.env)
@@ -115,10 +123,8 @@ class AILLearnerNode(learner_node.LearnerNode):
       with self._lock:
         self._state, metrics = self._update_discriminator(
             self._state, windows, self._expert)
-        self._discriminator = jax.device_get(
-            (self._state.discriminator.params,
-             self._state.discriminator.normalizer))
-      counts = call(self._counter, 'increment', discriminator_steps=k)
+        self._publish()
+      deltas = dict(discriminator_steps=k)
       logger, step_key = self._disc_logger, 'discriminator_steps'
     else:
       k = self._cfg.sgd_steps_per_call
@@ -129,11 +135,12 @@ class AILLearnerNode(learner_node.LearnerNode):
         return None
       with self._lock:
         self._state, metrics = self._update_generator(self._state, windows)
-        self._published = jax.device_get(self._policy(self._state))
-      after = ail_learner.position(self._ail, self._state)
-      counts = call(self._counter, 'increment', learner_steps=k,
-                    rounds=after.round - before.round)
+        self._publish()
+      deltas = dict(learner_steps=k)
       logger, step_key = self._logger, 'learner_steps'
+    deltas['rounds'] = ail_learner.position(
+        self._ail, self._state).round - before.round
+    counts = call(self._counter, 'increment', **deltas)
     self._counts = counts
     metrics = jax.device_get(metrics)
     self._log_call(logger, metrics, counts, step_key)

@@ -69,6 +69,16 @@ class Counter:
         self._counts[k] += int(v)
       return self._snapshot()
 
+  def set_counts(self, **counts: int) -> dict:
+    """Sets the named counts (the learner's restored state is the authority
+    for its own step counts on a resume); returns all counts."""
+    with self._lock:
+      for k, v in counts.items():
+        if k not in self._counts:
+          raise KeyError(f'unknown count {k!r}; counts are {list(COUNT_KEYS)}')
+        self._counts[k] = int(v)
+      return self._snapshot()
+
   def get_counts(self) -> dict:
     with self._lock:
       return self._snapshot()

@@ -55,9 +55,10 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       logging.info('learner: restored %s (learner step %d)', latest,
                    self._checkpoint_step(state))
     self._state = state
+    self._restored = resume and latest is not None
     self._counts: dict = {}
     self._batches: Optional[replay.BatchStream] = None
-    self._published = jax.device_get(self._policy(state))
+    self._publish()
     self._device = str(jax.devices()[0])
     self._logger = logs.Logger(self._run_dir.logs, 'learner',
                                tensorboard=train_config.tensorboard)
@@ -75,6 +76,15 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
 
   def _policy(self, state):
     return state.policy
+
+  def _publish(self) -> None:
+    """Copies what the Courier methods serve out of the current state."""
+    self._published = jax.device_get(self._policy(self._state))
+
+  def _own_counts(self, state) -> dict:
+    """The counts this learner's state owns; after a restore they overwrite
+    the counter's, which is checkpointed on its own timer."""
+    return {'learner_steps': int(state.steps)}
 
   def _checkpoint_step(self, state) -> int:
     """The number in the checkpoint's file name."""
@@ -120,7 +130,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
                          f'expected {np.shape(old)}')
     with self._lock:
       self._state = jax.tree_util.tree_map(jax.numpy.asarray, state)
-      self._published = jax.device_get(self._policy(self._state))
+      self._publish()
 
   def get_steps(self) -> int:
     with self._lock:
@@ -161,7 +171,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     k = self._cfg.sgd_steps_per_call
     with self._lock:
       self._state, metrics = self._update(self._state, batch)
-      self._published = jax.device_get(self._policy(self._state))
+      self._publish()
     metrics = jax.device_get(metrics)
     counts = call(self._counter, 'increment', learner_steps=k)
     self._counts = counts
@@ -192,6 +202,12 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     last_ckpt = time.monotonic()
     try:
       call(self._counter, 'set_extra', learner_device=self._device)
+      if self._restored:
+        # One owner of truth for the learner's counts: its checkpoint, not
+        # counter.json (saved on its own timer, so it can be ahead of or
+        # behind the state after a crash).
+        self._counts = call(self._counter, 'set_counts',
+                            **self._own_counts(self._state))
       while not stop_requested():
         self.step(timeout=1.0)
         if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:

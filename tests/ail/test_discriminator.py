@@ -559,3 +559,18 @@ def test_score_sees_clipped_normalised_observations():
   np.testing.assert_allclose(disc.score(cfg, params, norm, far, 0.99),
                              disc.score(cfg, params, norm, edge, 0.99),
                              rtol=1e-6)
+
+
+def test_state_input_gail_sees_neither_actions_nor_next_states():
+  cfg = AILConfig(kind='gail', reward='logit', input='state', layers=(8,))
+  params = disc.init_params(jax.random.PRNGKey(5), cfg, 3, 2)
+  assert params['d']['torso']['dense'][0]['w'].shape == (3, 8)
+  t = _batch(jax.random.PRNGKey(6), 6, 0.0)
+  norm = disc.init_normalizer(3)
+  z = lambda t: np.asarray(disc.logits(cfg, params, norm, t, jnp.zeros(6),
+                                       0.99))
+  np.testing.assert_array_equal(
+      z(t), z(t._replace(action=-t.action,
+                         next_observation=-t.next_observation)))
+  assert np.max(np.abs(z(t) - z(t._replace(observation=-t.observation)))) \
+      > 1e-3

@@ -95,3 +95,13 @@ def test_rounds_never_reset_a_count_or_the_clock(tmp_path):
         env_steps / seconds)
     assert fps['discriminator_steps_per_s_since_start'] == pytest.approx(
         2 * k / seconds)
+
+
+def test_set_counts_overwrites_named_counts_only():
+  c = counting.Counter()
+  c.increment(env_steps=10, learner_steps=7, rounds=2)
+  counts = c.set_counts(learner_steps=5, discriminator_steps=4)
+  assert (counts['env_steps'], counts['learner_steps'],
+          counts['discriminator_steps'], counts['rounds']) == (10, 5, 4, 2)
+  with pytest.raises(KeyError, match='learner_step'):
+    c.set_counts(learner_step=1)

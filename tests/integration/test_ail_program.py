@@ -47,12 +47,30 @@ class AILProgramTest(absltest.TestCase):
             tc.ail.generator_steps_per_round)
     k = tc.mpo.sgd_steps_per_call
     calls_per_round = d // tc.ail.discriminator_steps_per_call + g // k
+    seen = []
     for _ in range(2 * calls_per_round):
       self.assertIsNotNone(learner.step(60.0), 'no batch from replay')
+      seen.append(counter.get_counts())
     counts = counter.get_counts()
     self.assertEqual(counts['discriminator_steps'], 2 * d)
     self.assertEqual(counts['learner_steps'], 2 * g)
     self.assertEqual(counts['rounds'], 2)
+    # No round resets a count or the clock.
+    for key in ('env_steps', 'learner_steps', 'discriminator_steps',
+                'rounds', 'elapsed_s'):
+      values = [c[key] for c in seen]
+      self.assertEqual(values, sorted(values), key)
+    # The status line's fps is global env steps over the time since the
+    # program first started, discriminator time included.
+    time.sleep(2.0)
+    progress = json.load(open(os.path.join(run_dir, 'progress.json')))
+    c = progress['counts']
+    self.assertGreater(c['elapsed_s'], 0)
+    self.assertAlmostEqual(progress['env_steps_per_s_since_start'],
+                           c['env_steps'] / c['elapsed_s'], places=6)
+    self.assertAlmostEqual(
+        progress['discriminator_steps_per_s_since_start'],
+        c['discriminator_steps'] / c['elapsed_s'], places=6)
     # The evaluator scores its episodes with the learner's discriminator.
     row = evaluator.evaluate_now(1)
     self.assertIn('learned_return', row)
@@ -105,6 +123,23 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
                     rtol=1e-5)
   evals = logs.read_csv(os.path.join(run_dir, 'logs', 'evaluator.csv'))
   assert all('learned_return' in r and 'round' in r for r in evals)
+  # One x-axis across the resume: the learner's restored counts overwrote
+  # the counter's, so no column goes backwards in any log.
+  for name, strict in (('discriminator', 'discriminator_steps'),
+                       ('learner', 'learner_steps')):
+    table = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))
+    steps = [int(r[strict]) for r in table]
+    assert all(a < b for a, b in zip(steps, steps[1:])), name
+    for key in ROW_COUNTS:
+      values = [r[key] for r in table]
+      assert values == sorted(values), (name, key)
+  # The final line's throughput is over the whole run's wall time.
+  fps = float(r2.stdout.split('throughput: ')[1].split()[0])
+  assert abs(fps - second['env_steps'] / second['elapsed_s']) < 0.1
+  history = [json.loads(l) for l in
+             open(os.path.join(run_dir, 'config_history.jsonl'))]
+  assert history[-1]['changed'] == {
+      'env_step_budget': {'from': 1500, 'to': 3000}}
   assert processes_mentioning(run_dir) == []
 
   out = str(tmp_path / 'collected.npz')

@@ -106,3 +106,38 @@ def test_help_lists_every_config_field(capsys):
   out = capsys.readouterr().out
   for path in config_lib.leaf_fields(config_lib.TrainConfig()):
     assert f'--{path}=' in out, path
+
+
+@pytest.mark.parametrize('override, field', [
+    ('--env=walker:walk', 'env'),
+    ('--seed=3', 'seed'),
+    ('--mpo.policy_layers=64,64', 'mpo.policy_layers'),
+    ('--mpo.schedule_horizon=10', 'mpo.schedule_horizon'),
+    ('--mpo.policy_optimizer.learning_rate=0.1',
+     'mpo.policy_optimizer.learning_rate'),
+])
+def test_resume_refuses_overrides_that_change_the_run(capsys, tmp_path,
+                                                      override, field):
+  rd = _fake_run(tmp_path)
+  before = open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root, override)
+  assert rc == cli.EXIT_BAD_INPUT and f"'{field}'" in err, err
+  assert 'env_step_budget' in err  # says what a resume may change
+  assert open(rd.config).read() == before
+
+
+def test_config_history_records_what_a_resume_changed(tmp_path):
+  cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  cli.record_config_history(rd, cfg, resume=False)
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  longer = config_lib.apply_overrides(cfg, {'env_step_budget': '9000',
+                                            'num_actors': '3'})
+  cli.record_config_history(rd, longer, resume=True)
+  lines = [json.loads(l) for l in
+           open(os.path.join(rd.root, 'config_history.jsonl'))]
+  assert [l['resume'] for l in lines] == [False, True]
+  assert lines[1]['changed'] == {
+      'env_step_budget': {'from': 3000, 'to': 9000},
+      'num_actors': {'from': 1, 'to': 3}}

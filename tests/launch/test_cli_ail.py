@@ -96,3 +96,25 @@ def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
   rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
                   '--episodes', '1', '--out', str(tmp_path / 'x.npz'))
   assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
+
+
+def test_resume_refuses_changed_demonstrations_and_round_sizes(
+    capsys, tmp_path, demos):
+  import json
+  from agents.common.rundir import RunDir
+  from configs import ail as named
+  cfg = config_lib.apply_overrides(named.tiny(), {
+      'runs_root': str(tmp_path), 'demos': demos})
+  rd = RunDir(str(tmp_path / cfg.name)).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  with open(os.path.join(rd.root, 'demos.json'), 'w') as f:
+    json.dump(cli.check_demonstrations(cfg), f)
+  rc, err = _main(capsys, 'train-ail', '--resume', rd.root,
+                  '--ail.generator_steps_per_round=8')
+  assert rc == cli.EXIT_BAD_INPUT
+  assert "'ail.generator_steps_per_round'" in err, err
+  other = write_cartpole_demos(str(tmp_path / 'other.npz'), episodes=2)
+  rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--demos', other)
+  assert rc == cli.EXIT_BAD_INPUT
+  assert 'other.npz' in err and 'not the file this run started with' in err
