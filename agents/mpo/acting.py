@@ -165,12 +165,11 @@ class ActorNode:
 
 
 def run_episodes(env, actor: actor_lib.Actor, episodes: int,
-                 record: bool = False):
-  """Returns of `episodes` episodes of `actor` (deterministic for eval).
-
-  With `record`, returns (returns, episodes) where each episode is a dict of
-  arrays observation [T, O], action [T, D], reward [T], discount [T],
-  next_observation [T, O].
+                 record: bool = False) -> tuple[list, list]:
+  """(returns, recorded) of `episodes` episodes of `actor` (deterministic
+  for eval). With `record`, each recorded episode is a dict of arrays
+  observation [T, O], action [T, D], reward [T], discount [T],
+  next_observation [T, O]; without it, recorded is empty.
   """
   returns, recorded = [], []
   for _ in range(episodes):
@@ -191,7 +190,7 @@ def run_episodes(env, actor: actor_lib.Actor, episodes: int,
                'next_observation')
       recorded.append({name: np.asarray([s[i] for s in steps], np.float32)
                        for i, name in enumerate(names)})
-  return (returns, recorded) if record else returns
+  return returns, recorded
 
 
 class EvaluatorNode:

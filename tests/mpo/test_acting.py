@@ -99,3 +99,24 @@ def test_seeds_differ_across_actors_environments_and_roles():
   assert acting.seed_for(3, acting.ACTOR_POLICY, 1) == \
       acting.seed_for(3, acting.ACTOR_POLICY, 1)
   assert all(0 <= s < 2**32 for s in seeds)
+
+
+def test_run_episodes_returns_and_optionally_records():
+  import jax
+  from agents.common import environments
+  from agents.mpo import actor as actor_lib
+  from agents.mpo import networks
+  from agents.mpo.config import MPOConfig
+  env = environments.make_environment('cartpole:balance', seed=0)
+  cfg = MPOConfig(policy_layers=(8,))
+  params = networks.init_policy(jax.random.PRNGKey(0), 5, 1, (8,))
+  actor = actor_lib.Actor(cfg, params, seed=0, deterministic=True)
+  returns, recorded = acting.run_episodes(env, actor, 1)
+  assert len(returns) == 1 and recorded == []
+  returns2, recorded = acting.run_episodes(env, actor, 1, record=True)
+  (ep,) = recorded
+  assert ep['observation'].shape == (1000, 5) and ep['action'].shape == (
+      1000, 1)
+  assert returns2[0] == pytest.approx(float(ep['reward'].sum()), rel=1e-5)
+  np.testing.assert_array_equal(ep['observation'][1:],
+                                ep['next_observation'][:-1])
