@@ -216,8 +216,6 @@ def test_estep_states_shapes_and_critic_work(where, width):
     assert calls == [b, n * b]
   else:
     assert calls == [b, n * b, n * b]
-  _, m = jax.jit(lambda s, bt: learner.sgd_step(cfg, s, bt))(state, batch)
-  assert np.isfinite(float(m['loss_policy']))
 
 
 def test_estep_states_reuse_the_bootstrap_samples_at_next_states():
