@@ -16,8 +16,9 @@ return 25 / 131 / 186 at 10k / 20k / 30k env steps with (s, a) input, against
 180 / 157 / 263 with (s, s').
 """
 
+import dataclasses
+
 from agents.ail.config import AILConfig, discriminator_optimizer
-from agents.mpo.config import MPOConfig
 from configs import mpo as mpo_configs
 from launch.config import AILTrainConfig
 
@@ -55,16 +56,13 @@ def airl_cartpole() -> AILTrainConfig:
 
 
 def tiny() -> AILTrainConfig:
-  """Seconds-long runs for tests: small networks, small budget."""
+  """configs/mpo.py's seconds-long test run, plus a small discriminator."""
+  program = mpo_configs.tiny()
+  fields = {f.name: getattr(program, f.name)
+            for f in dataclasses.fields(program) if f.init}
+  fields['name'] = 'tiny_ail'
   return AILTrainConfig(
-      name='tiny_ail', env='cartpole:swingup', num_actors=1, envs_per_actor=2,
-      env_step_budget=3_000, replay_min_size=64, samples_per_insert=8.0,
-      replay_error_buffer=100.0, eval_period_env_steps=2_000,
-      eval_episodes=1, final_eval_episodes=1, checkpoint_period_s=5.0,
-      actor_update_period=50, counter_sync_period=50, learner_log_every=1,
-      tensorboard=False,
-      mpo=MPOConfig(policy_layers=(32, 32), critic_layers=(32, 32),
-                    batch_size=32, num_samples=8, sgd_steps_per_call=2),
+      **fields,
       ail=AILConfig(layers=(16, 16), batch_size=32,
                     discriminator_steps_per_round=2,
                     discriminator_steps_per_call=1,

@@ -14,8 +14,8 @@ import dataclasses
 import math
 
 from agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
-                               _int_at_least, _non_negative, _one_of,
-                               _optimizer_field)
+                               _int_at_least, _layers, _non_negative,
+                               _one_of, _optimizer_field)
 
 KINDS = ('gail', 'airl')
 # GAIL (Ho & Ermon 2016) with D = σ(logit) the probability of "expert":
@@ -68,12 +68,7 @@ class AILConfig:
     _one_of(o, 'kind', self.kind, KINDS)
     _one_of(o, 'reward', self.reward, REWARDS[self.kind])
     _one_of(o, 'input', self.input, INPUTS)
-    v = self.layers
-    if (not isinstance(v, (tuple, list)) or not v or
-        not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
-                for x in v)):
-      _fail(o, 'layers', 'a non-empty tuple of integers >= 1', v)
-    object.__setattr__(self, 'layers', tuple(v))
+    object.__setattr__(self, 'layers', _layers(o, 'layers', self.layers))
     _optimizer_field(o, 'discriminator_optimizer',
                      self.discriminator_optimizer, DUAL_OPTIMIZERS)
     _int_at_least(o, 'batch_size', self.batch_size, 1)

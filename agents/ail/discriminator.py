@@ -29,6 +29,7 @@ import optax
 from agents.ail.config import AILConfig
 from agents.common import optimizers
 from agents.common import schedules
+from agents.common import trees
 from agents.mpo import networks
 
 
@@ -271,16 +272,6 @@ def init(cfg: AILConfig, observation_dim: int, action_dim: int,
       horizon=jnp.int32(cfg.schedule_horizon))
 
 
-def _all_finite(tree) -> jax.Array:
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
-            if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
-  return jnp.stack(leaves).all()
-
-
-def _select(pred, new, old):
-  return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
-
-
 def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
            agent: Transitions, log_pi_expert: jax.Array,
            log_pi_agent: jax.Array,
@@ -342,8 +333,8 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   params = optax.apply_updates(state.params, upd)
 
   # 4. Guard.
-  finite = _all_finite((loss, grads, params, normalizer))
-  params, opt_state, normalizer = _select(
+  finite = trees.all_finite((loss, grads, params, normalizer))
+  params, opt_state, normalizer = trees.select(
       finite, (params, opt_state, normalizer),
       (state.params, state.opt_state, state.normalizer))
   steps = state.steps + 1

@@ -103,6 +103,15 @@ class OptimizerConfig:
                           self.final_fraction)
 
 
+def _layers(owner, field, value) -> tuple:
+  """Checks a tuple of hidden-layer sizes; returns it as a tuple."""
+  if (not isinstance(value, (tuple, list)) or not value or
+      not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+              for x in value)):
+    _fail(owner, field, 'a non-empty tuple of integers >= 1', value)
+  return tuple(value)
+
+
 def _optimizer_field(owner, field, value, choices):
   # The name is re-checked here: an OptimizerConfig built for one group may
   # be placed in another with a narrower set of optimizers.
@@ -210,12 +219,7 @@ class MPOConfig:
   def __post_init__(self):
     o = 'MPOConfig'
     for f in ('policy_layers', 'critic_layers'):
-      v = getattr(self, f)
-      if (not isinstance(v, (tuple, list)) or not v or
-          not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
-                  for x in v)):
-        _fail(o, f, 'a non-empty tuple of integers >= 1', v)
-      object.__setattr__(self, f, tuple(v))
+      object.__setattr__(self, f, _layers(o, f, getattr(self, f)))
     for f in ('policy_init_scale', 'policy_min_scale', 'epsilon',
               'epsilon_mean', 'epsilon_stddev', 'epsilon_penalty',
               'max_grad_norm'):

@@ -28,6 +28,7 @@ from agents.common import checkpointing
 from agents.common.batches import Batch  # re-exported: learner.Batch
 from agents.common import optimizers
 from agents.common import schedules
+from agents.common import trees
 from agents.mpo import duals as duals_lib
 from agents.mpo import losses
 from agents.mpo import networks
@@ -81,16 +82,6 @@ def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
       critic_opt=_critic_opt(cfg).init(critic),
       key=key, steps=jnp.int32(0), skipped=jnp.int32(0),
       horizon=jnp.int32(cfg.schedule_horizon))
-
-
-def _all_finite(tree) -> jax.Array:
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
-            if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
-  return jnp.stack(leaves).all()
-
-
-def _select(pred, new, old):
-  return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
 
 
 class EStepInputs(NamedTuple):
@@ -218,12 +209,12 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
       lr(dcfg.alpha_optimizer))
 
   # 6. Guard, then targets.
-  finite = _all_finite((aux['loss_critic'], aux['loss_policy'], g_policy,
+  finite = trees.all_finite((aux['loss_critic'], aux['loss_policy'], g_policy,
                         g_critic, dual_state.params, policy, critic))
   new = (policy, critic, dual_state, policy_opt, critic_opt)
   old = (state.policy, state.critic, state.duals, state.policy_opt,
          state.critic_opt)
-  policy, critic, dual_state, policy_opt, critic_opt = _select(finite, new, old)
+  policy, critic, dual_state, policy_opt, critic_opt = trees.select(finite, new, old)
 
   steps = state.steps + 1
   if cfg.target_update == 'polyak':
@@ -234,8 +225,8 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
     target_critic = mix(state.target_critic, critic)
   else:
     copy_now = steps % cfg.target_update_period == 0
-    target_policy = _select(copy_now, policy, state.target_policy)
-    target_critic = _select(copy_now, critic, state.target_critic)
+    target_policy = trees.select(copy_now, policy, state.target_policy)
+    target_critic = trees.select(copy_now, critic, state.target_critic)
 
   new_state = LearnerState(policy, critic, target_policy, target_critic,
                            dual_state, policy_opt, critic_opt, key, steps,
