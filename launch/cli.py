@@ -181,18 +181,26 @@ def _demos_record(path: str, demos) -> dict:
           'episodes': int(demos.num_episodes)}
 
 
-def record_config_history(rd, cfg, resume: bool) -> None:
+def record_config_history(rd, cfg, resume: bool) -> int:
   """Appends one line per launch to config_history.jsonl: when, whether it
-  was a resume, and the fields that differ from the previous config."""
+  was a resume, and the fields that differ from the previous config.
+  Returns this launch's segment number (1 for the first launch)."""
   changed = {}
   if resume and os.path.isfile(rd.config):
     with open(rd.config) as f:
       old = config_lib.from_dict(json.load(f))
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
                config_lib.check_resume_overrides(old, cfg).items()}
-  with open(os.path.join(rd.root, 'config_history.jsonl'), 'a') as f:
+  path = os.path.join(rd.root, 'config_history.jsonl')
+  segment = 1
+  if os.path.isfile(path):
+    with open(path) as f:
+      segment += sum(1 for line in f if line.strip())
+  with open(path, 'a') as f:
     f.write(json.dumps({'time': time.time(), 'resume': resume,
-                        'changed': changed}, default=list) + '\n')
+                        'segment': segment, 'changed': changed},
+                       default=list) + '\n')
+  return segment
 
 
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
@@ -243,7 +251,7 @@ def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
           flush=True)
 
 
-def _print_failure(rd) -> None:
+def _print_failure(rd, nodes_dir: str) -> None:
   from agents.common.rundir import read_errors
   errors = read_errors(rd)
   if errors:
@@ -253,9 +261,10 @@ def _print_failure(rd) -> None:
   # A node that died without Python (e.g. the Reverb server): show the tail
   # of any node log that mentions an error.
   print('\na node exited with an error; node logs under '
-        f'{rd.nodes}:', file=sys.stderr)
-  for name in sorted(os.listdir(rd.nodes)) if os.path.isdir(rd.nodes) else []:
-    p = os.path.join(rd.nodes, name)
+        f'{nodes_dir}:', file=sys.stderr)
+  for name in sorted(os.listdir(nodes_dir)) if os.path.isdir(nodes_dir) \
+      else []:
+    p = os.path.join(nodes_dir, name)
     if os.path.isdir(p):
       continue
     text = open(p, errors='replace').read()
@@ -282,17 +291,23 @@ def train(args, extra, command: str = 'train') -> int:
     latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')
   rd.make()
-  record_config_history(rd, cfg, resume)
+  segment = record_config_history(rd, cfg, resume)
   demos_json = os.path.join(rd.root, 'demos.json')
   if demos_record is not None and not os.path.exists(demos_json):
     write_json_atomic(demos_json, demos_record)
   write_json_atomic(rd.config, config_lib.to_dict(cfg))
-  for old in os.listdir(rd.errors):
-    os.unlink(os.path.join(rd.errors, old))
+  # The previous launch's crash reports stay, under errors/segment-<k>/.
+  rd.archive_errors(segment - 1)
   if os.path.exists(rd.final):
     os.unlink(rd.final)
-  # Launchpad reads this when its file-output launcher is first imported.
-  os.environ['LAUNCHPAD_LOGGING_DIR'] = rd.nodes
+  removed = rd.remove_stray_temporaries()
+  if removed:
+    print(f'removed {len(removed)} unfinished temporary file(s) a killed '
+          f'program left: {removed}')
+  # Launchpad reads this when its file-output launcher is first imported;
+  # each launch writes its node logs to its own segment folder.
+  nodes_dir = rd.segment_nodes(segment)
+  os.environ['LAUNCHPAD_LOGGING_DIR'] = nodes_dir
   import launchpad as lp
   from absl import flags
   # Read by Launchpad's worker manager when lp.launch creates it.
@@ -330,7 +345,7 @@ def train(args, extra, command: str = 'train') -> int:
   finally:
     stop_watch.set()
   if failed or os.listdir(rd.errors):
-    _print_failure(rd)
+    _print_failure(rd, nodes_dir)
     print(f'\nrun directory: {run_dir} (continue with: tandem train --resume '
           f'{run_dir})', file=sys.stderr)
     return EXIT_FAILED

@@ -33,13 +33,15 @@ class CounterNode(counting.Counter):
   def run(self):
     with capture_errors(self._rd, 'counter'):
       last_save = time.monotonic()
-      while not stop_requested(1.0):
+      try:
+        while not stop_requested(1.0):
+          self._publish_progress()
+          if time.monotonic() - last_save > self._period:
+            self.save()
+            last_save = time.monotonic()
+      finally:
+        self.save()  # the counts survive a stop, and an error here too
         self._publish_progress()
-        if time.monotonic() - last_save > self._period:
-          self.save()
-          last_save = time.monotonic()
-      self.save()  # stop handler: the counts survive the stop
-      self._publish_progress()
 
   def _publish_progress(self):
     snap = self.get_counts()

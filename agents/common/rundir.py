@@ -7,8 +7,10 @@ runs/<name>/
   final.json                written once the budget is reached
   checkpoints/learner/      ckpt-<learner steps>.npz, newest few kept
   logs/<node>.csv, logs/tb/ every row keyed by global env and learner steps
-  errors/<node>.txt         the traceback of a node that crashed
-  nodes/                    each node's stdout/stderr (Launchpad output)
+  errors/<node>.txt         the traceback of a node that crashed (this launch;
+                            earlier launches' under errors/segment-<k>/)
+  nodes/segment-<k>/        each node's stdout/stderr, per launch
+  config_history.jsonl      one line per launch: resume or not, what changed
   .lock                     held by the launcher while the program runs
 """
 
@@ -45,6 +47,37 @@ class RunDir:
   def nodes(self): return os.path.join(self.root, 'nodes')
   @property
   def lock(self): return os.path.join(self.root, '.lock')
+
+  def segment_nodes(self, segment: int) -> str:
+    """nodes/segment-<k>/: the node logs of the k-th launch of this run."""
+    return os.path.join(self.nodes, f'segment-{segment}')
+
+  def archive_errors(self, segment: int) -> None:
+    """Moves the crash reports at the top of errors/ (a previous launch's)
+    into errors/segment-<segment>/, so a resume neither loses them nor
+    mistakes them for its own."""
+    if not os.path.isdir(self.errors):
+      return
+    old = [n for n in os.listdir(self.errors) if n.endswith('.txt')]
+    if not old:
+      return
+    dest = os.path.join(self.errors, f'segment-{max(segment, 0)}')
+    os.makedirs(dest, exist_ok=True)
+    for name in old:
+      os.replace(os.path.join(self.errors, name), os.path.join(dest, name))
+
+  def remove_stray_temporaries(self) -> list:
+    """Deletes `.tmp-*` files (files.write_atomic's, left by a process
+    killed mid-write) in the run directory and its checkpoint folder;
+    returns their names. Only called while this launcher holds the lock."""
+    removed = []
+    for d in (self.root, self.learner_checkpoints):
+      if os.path.isdir(d):
+        for name in os.listdir(d):
+          if name.startswith('.tmp-'):
+            os.unlink(os.path.join(d, name))
+            removed.append(name)
+    return removed
 
   def make(self) -> 'RunDir':
     for d in (self.root, self.learner_checkpoints, self.logs, self.errors,
