@@ -417,38 +417,36 @@ def plot(args) -> int:
   return EXIT_OK
 
 
-def make_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog='tandem', description=__doc__,
-                                   formatter_class=argparse.RawTextHelpFormatter)
-  sub = parser.add_subparsers(dest='command', required=True)
+def _add_train_parser(sub, command: str, help_text: str, config_cls,
+                      example: str):
+  """One training subcommand: the same launch arguments for every program,
+  its config class's fields listed in --help."""
   t = sub.add_parser(
-      'train', help='train MPO with the distributed program',
-      formatter_class=argparse.RawTextHelpFormatter,
+      command, help=help_text, formatter_class=argparse.RawTextHelpFormatter,
       epilog='config fields (override any with --path=value; defaults of '
-      'TrainConfig shown):\n' + config_lib.describe(config_lib.TrainConfig()))
-  t.add_argument('--config', help='<file.py>:<name>, e.g. configs/mpo.py:cartpole')
+      f'{config_cls.__name__} shown):\n' + config_lib.describe(config_cls()))
+  t.add_argument('--config', help=f'<file.py>:<name>, e.g. {example}')
   t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
                  default='local_mp')
   t.add_argument('--num_actors', type=int)
   t.add_argument('--name', help='run name (directory under runs_root)')
   t.add_argument('--resume', metavar='RUN_DIR',
                  help='continue the run in RUN_DIR from its last checkpoint')
-  a = sub.add_parser(
-      'train-ail', help='adversarial imitation (GAIL, AIRL) with an MPO '
-      'generator', formatter_class=argparse.RawTextHelpFormatter,
-      epilog='config fields (override any with --path=value; defaults of '
-      'AILTrainConfig shown):\n' +
-      config_lib.describe(config_lib.AILTrainConfig()))
-  a.add_argument('--config', help='<file.py>:<name>, e.g. '
-                 'configs/ail.py:gail_cartpole')
+  return t
+
+
+def make_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog='tandem', description=__doc__,
+                                   formatter_class=argparse.RawTextHelpFormatter)
+  sub = parser.add_subparsers(dest='command', required=True)
+  _add_train_parser(sub, 'train', 'train MPO with the distributed program',
+                    config_lib.TrainConfig, 'configs/mpo.py:cartpole')
+  a = _add_train_parser(
+      sub, 'train-ail',
+      'adversarial imitation (GAIL, AIRL) with an MPO generator',
+      config_lib.AILTrainConfig, 'configs/ail.py:gail_cartpole')
   a.add_argument('--demos', help='expert demonstrations (.npz; README: '
                  '"Demonstration files")')
-  a.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
-                 default='local_mp')
-  a.add_argument('--num_actors', type=int)
-  a.add_argument('--name', help='run name (directory under runs_root)')
-  a.add_argument('--resume', metavar='RUN_DIR',
-                 help='continue the run in RUN_DIR from its last checkpoint')
   c = sub.add_parser('collect-demos', help="record a run's mean-action "
                      'policy as a demonstrations file')
   c.add_argument('--run', required=True, help='run directory')
