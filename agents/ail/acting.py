@@ -4,6 +4,8 @@ true return and what the generator is optimising share one x-axis."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from agents.ail import discriminator as disc
@@ -23,6 +25,11 @@ class AILEvaluatorNode(acting.EvaluatorNode):
     import jax  # on this node's CPU (launch/mpo.py's CPU_ONLY)
     if self._rewards_fn is None:
       cfg, gamma = self._tc.ail, self._tc.mpo.discount
+      if disc.needs_log_pi(cfg):
+        # AIRL's 'logit' reward is f plus the acting policy's entropy bonus;
+        # the evaluator acts with the mean action, which has no log π, so
+        # its episodes are scored by f, the learned reward proper.
+        cfg = dataclasses.replace(cfg, reward='f')
       self._rewards_fn = jax.jit(
           lambda params, norm, t: disc.rewards(cfg, params, norm, t, gamma))
     params, normalizer = call(self._learner, 'get_discriminator')

@@ -23,10 +23,11 @@ KINDS = ('gail', 'airl')
 #                                        into a reward, as in DAC)
 #   log_d:               log D          (negative: a per-step survival cost)
 #   logit:               log D - log(1 - D)
-# AIRL (Fu et al. 2018): f (the shaped f(s,a,s')) or g (the state(-action)
-# reward term alone).
+# AIRL (Fu et al. 2018): f (the shaped f(s,a,s')), g (the state(-action)
+# reward term alone), or logit = f - log π(a|s) (their generator reward: f
+# plus an entropy bonus under the current policy).
 REWARDS = {'gail': ('neg_log_one_minus_d', 'log_d', 'logit'),
-           'airl': ('f', 'g')}
+           'airl': ('f', 'g', 'logit')}
 # state_action: GAIL sees (s, a); AIRL's g sees (s, a).
 # state_next_state: GAIL sees (s, s'); AIRL's g sees s alone (the state-only
 # reward of Fu et al. 2018, Sec. 5), its shaping term h always s and s'.

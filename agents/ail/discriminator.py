@@ -176,14 +176,21 @@ def logits(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
   return f - jax.lax.stop_gradient(log_pi)
 
 
+def needs_log_pi(cfg: AILConfig) -> bool:
+  """Whether `rewards` needs the generator's log π (AIRL's 'logit')."""
+  return cfg.kind == 'airl' and cfg.reward == 'logit'
+
+
 def rewards(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
-            gamma: float) -> jax.Array:
+            gamma: float, log_pi: jax.Array | None = None) -> jax.Array:
   """The generator's reward, [...].
 
   GAIL, with z the logit: neg_log_one_minus_d = -log(1 - D) = softplus(z);
-  log_d = log D = -softplus(-z); logit = z. AIRL: f, or g alone; the
-  -log π of AIRL's logit is left out, as it belongs to the policy being
-  trained, not to the learned reward.
+  log_d = log D = -softplus(-z); logit = z. AIRL: f, g alone, or
+  logit = log D - log(1 - D) = f - log π(a|s), the reward of Fu et al.
+  2018 (Sec. 4), under which the generator solves the entropy-regularised
+  problem their f recovers; log_pi [...] is then the current policy's
+  (required), and its -log π is an entropy bonus on the agent's own actions.
   """
   if cfg.kind == 'gail':
     z = score(cfg, params, norm, t, gamma)
@@ -194,6 +201,10 @@ def rewards(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
     return z
   if cfg.reward == 'f':
     return score(cfg, params, norm, t, gamma)
+  if cfg.reward == 'logit':
+    if log_pi is None:
+      raise ValueError("AIRL's reward 'logit' needs the policy's log_pi")
+    return score(cfg, params, norm, t, gamma) - log_pi
   return _g_airl(cfg, params, _norm_obs(cfg, norm, t.observation), t.action)
 
 

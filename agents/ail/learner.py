@@ -95,18 +95,21 @@ def init(mpo_cfg: MPOConfig, ail_cfg: AILConfig, dims: mpo_learner.Dims,
 
 def policy_log_prob(mpo_cfg: MPOConfig, policy, observation: jax.Array,
                     action: jax.Array) -> jax.Array:
-  """log π(a|s) under the policy `policy`: obs [..., O], action [..., D] ->
-  [...]. AIRL's logit subtracts it (Fu et al. 2018, Eq. 3).
+  """log π(a|s) of the acting policy: obs [..., O], action [..., D] -> [...].
+  AIRL's logit subtracts it (Fu et al. 2018, Eq. 3).
 
-  The density of the unclipped Gaussian, also at actions on the box's edge
-  (replay holds clipped actions; 8% of the cartpole expert's are saturated),
-  where the acting policy's probability is really the mass beyond ±1: a
-  known bias of AIRL's logit at the bounds, kept for simplicity.
+  The acting policy is the Gaussian clipped to the box (actors clip, replay
+  holds clipped actions, 8% of the cartpole expert's actions sit on an
+  edge), so an action on an edge counts with the mass beyond it
+  (`networks.clipped_gaussian_log_prob`). With the unclipped density a
+  policy whose mean sits beyond an edge would score its own edge actions
+  as rare, and an entropy reward (`reward='logit'`) would pay it to push its
+  mean further out.
   """
   dist = networks.apply_policy(policy, observation,
                                init_scale=mpo_cfg.policy_init_scale,
                                min_scale=mpo_cfg.policy_min_scale)
-  return jnp.sum(networks.gaussian_log_prob(dist, action), axis=-1)
+  return jnp.sum(networks.clipped_gaussian_log_prob(dist, action), axis=-1)
 
 
 def window_steps(windows: Windows) -> disc.Transitions:
@@ -130,14 +133,21 @@ def first_steps(windows: Windows) -> disc.Transitions:
 
 def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
             d_state: disc.DiscriminatorState,
-            windows: Windows) -> tuple[Batch, jax.Array]:
+            windows: Windows, policy=None) -> tuple[Batch, jax.Array]:
   """The n-step batch with every step's reward from the discriminator now.
 
   windows: leading dims [B]. Returns (Batch [B], rewards [B, n]) with
   Batch.reward = Σ_k weights_k · r_k, r_k = reward(s_k, a_k, s_{k+1}).
+  policy: the generator's current policy, needed (and only used) by AIRL's
+  `reward='logit'`, whose -log π(a_k|s_k) is then as fresh as f.
   """
-  r = disc.rewards(ail_cfg, d_state.params, d_state.normalizer,
-                   window_steps(windows), mpo_cfg.discount)
+  steps = window_steps(windows)
+  log_pi = None
+  if disc.needs_log_pi(ail_cfg):
+    log_pi = policy_log_prob(mpo_cfg, policy, steps.observation,
+                             steps.action)
+  r = disc.rewards(ail_cfg, d_state.params, d_state.normalizer, steps,
+                   mpo_cfg.discount, log_pi=log_pi)
   r = jax.lax.stop_gradient(r)
   batch = Batch(observation=windows.observations[..., 0, :],
                 action=windows.actions[..., 0, :],
@@ -150,7 +160,8 @@ def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
 def generator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig, state: AILState,
                    windows: Windows) -> tuple[AILState, dict]:
   """One MPO step on relabelled rewards; windows: leading dims [B]."""
-  batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows)
+  batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows,
+                     state.generator.policy)
   generator, metrics = mpo_learner.sgd_step(mpo_cfg, state.generator, batch)
   valid = (windows.weights > 0).astype(jnp.float32)
   count = jnp.maximum(jnp.sum(valid), 1.0)

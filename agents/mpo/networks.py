@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.stats
 
 Params = dict
 
@@ -119,6 +120,30 @@ def gaussian_log_prob(dist: GaussianParams, x: jax.Array) -> jax.Array:
   """Per-dimension log density: dist [..., D], x [..., D] -> [..., D]."""
   z = (x - dist.mean) / dist.stddev
   return -0.5 * z * z - jnp.log(dist.stddev) - 0.5 * jnp.log(2 * jnp.pi)
+
+
+def clipped_gaussian_log_prob(dist: GaussianParams, x: jax.Array,
+                              low: float = -1.0,
+                              high: float = 1.0) -> jax.Array:
+  """Per-dimension log-likelihood of x under clip(N(mean, stddev), low,
+  high), the distribution of the actions actors execute and replay stores:
+  dist [..., D], x [..., D] -> [..., D].
+
+  Inside the box it is the Gaussian's log density; on an edge it is the log
+  of the mass the clip puts there, log Φ((low - μ)/σ) or log Φ((μ - high)/σ)
+  (a censored likelihood). The unclipped density at a = ±1 would call an
+  edge action unlikely under a policy whose mean lies beyond that edge,
+  where the acting policy takes it almost surely.
+  """
+  z_low = (low - dist.mean) / dist.stddev
+  z_high = (dist.mean - high) / dist.stddev
+  # Compared in float32 with a margin: replay holds np.clip's exact ±1.0,
+  # demonstrations may hold 0.9999999.
+  edge = 1e-6 * (high - low)
+  return jnp.where(
+      x <= low + edge, jax.scipy.stats.norm.logcdf(z_low),
+      jnp.where(x >= high - edge, jax.scipy.stats.norm.logcdf(z_high),
+                gaussian_log_prob(dist, x)))
 
 
 def gaussian_kl(p: GaussianParams, q: GaussianParams) -> jax.Array:

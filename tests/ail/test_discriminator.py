@@ -164,6 +164,13 @@ def test_airl_score_rewards_and_logits_hand_computed():
   cfg_g, *_ = _airl_case('g')
   np.testing.assert_allclose(disc.rewards(cfg_g, params, norm, t, gamma), g,
                              rtol=1e-5, atol=1e-6)
+  # Fu et al.'s generator reward: the logit itself, f - log π.
+  cfg_l, *_ = _airl_case('logit')
+  np.testing.assert_allclose(
+      disc.rewards(cfg_l, params, norm, t, gamma, log_pi=log_pi),
+      f - np.asarray(log_pi), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match='log_pi'):
+    disc.rewards(cfg_l, params, norm, t, gamma)
 
 
 def test_airl_constant_nets():

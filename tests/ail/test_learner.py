@@ -162,7 +162,7 @@ def test_schedules_over_rounds_equal_one_run_and_survive_restore(tmp_path):
 
 
 @pytest.mark.parametrize('kind, reward', [('gail', 'neg_log_one_minus_d'),
-                                          ('airl', 'f')])
+                                          ('airl', 'f'), ('airl', 'logit')])
 def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
   mpo, ail = _mpo(), _ail(kind=kind, reward=reward)
   rng = np.random.default_rng(1)
@@ -175,15 +175,17 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
 
   def step_rewards(s):
     d = s.discriminator
+    log_pi = learner.policy_log_prob(mpo, s.generator.policy,
+                                     steps.observation, steps.action)
     return np.asarray(disc.rewards(ail, d.params, d.normalizer, steps,
-                                   mpo.discount))
+                                   mpo.discount, log_pi=log_pi))
 
   batch_before, r_before = learner.relabel(mpo, ail, state.discriminator,
-                                           windows)
+                                           windows, state.generator.policy)
   _, dis = _updates(mpo, ail)
   state, _ = dis(state, _windows(rng, 1, 8), _expert(rng))
   batch_after, r_after = learner.relabel(mpo, ail, state.discriminator,
-                                         windows)
+                                         windows, state.generator.policy)
   # Every step inside every n-step sum was recomputed by the new
   # discriminator, and the batch's return is their weighted sum.
   np.testing.assert_allclose(r_after, step_rewards(state), rtol=1e-6)
@@ -198,6 +200,16 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
       state, windows)
   np.testing.assert_allclose(m['learned_reward_mean'],
                              step_rewards(state)[valid].mean(), rtol=1e-5)
+  if reward == 'logit':
+    # AIRL's logit reward holds -log π of the policy at the moment of use:
+    # a changed policy changes every step's reward, the discriminator alone
+    # unchanged.
+    moved = _scaled_policy(state, 0.7)
+    _, r_moved = learner.relabel(mpo, ail, moved.discriminator, windows,
+                                 moved.generator.policy)
+    np.testing.assert_allclose(r_moved, step_rewards(moved), rtol=1e-5,
+                               atol=1e-5)
+    assert np.all(np.asarray(r_moved)[valid] != np.asarray(r_after)[valid])
 
 
 def _scaled_policy(state, factor):

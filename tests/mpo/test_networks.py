@@ -57,3 +57,29 @@ def test_estep_queries_the_critic_at_clipped_samples_and_penalises_unclipped():
   # a sample left the box.
   np.testing.assert_array_equal(np.asarray(e.penalty_q < 0),
                                 np.asarray(outside))
+
+
+def test_clipped_gaussian_log_prob_is_the_density_of_clipped_actions():
+  mean = jnp.array([[0.2], [1.6], [-2.5]])
+  std = jnp.array([[0.5], [0.5], [0.8]])
+  dist = networks.GaussianParams(mean, std)
+  inside = jnp.linspace(-0.999, 0.999, 4001)[None, :, None]
+  d = networks.GaussianParams(mean[:, None], std[:, None])
+  density = np.exp(np.asarray(networks.clipped_gaussian_log_prob(d, inside)))
+  # Interior: the Gaussian's own density.
+  np.testing.assert_allclose(
+      np.log(density), networks.gaussian_log_prob(d, inside), rtol=1e-5)
+  edges = np.exp(np.asarray(networks.clipped_gaussian_log_prob(
+      dist, jnp.full((3, 1), -1.0))))[:, 0] + np.exp(np.asarray(
+          networks.clipped_gaussian_log_prob(dist, jnp.full((3, 1), 1.0))))[
+              :, 0]
+  # Interior density plus the two edge masses is a distribution: it sums
+  # to one only if the edges carry exactly the mass the clip moves there.
+  total = np.trapz(density[..., 0], np.asarray(inside)[0, :, 0]) + edges
+  np.testing.assert_allclose(total, 1.0, atol=2e-3)
+  # A mean beyond the upper edge makes the edge action near certain, where
+  # the unclipped density would call it rare.
+  at_edge = networks.clipped_gaussian_log_prob(dist, jnp.ones((3, 1)))
+  assert float(at_edge[1, 0]) > np.log(0.85)
+  assert float(networks.gaussian_log_prob(dist, jnp.ones((3, 1)))[1, 0]) < \
+      np.log(0.5)
