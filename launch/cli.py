@@ -203,6 +203,21 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   return segment
 
 
+def _refuse_if_nodes_alive(run_dir: str) -> None:
+  """A launcher killed hard leaves its nodes to stop on their own (they
+  poll it, then checkpoint and exit); until the last has, they still write
+  into the run directory, so no new program may start there."""
+  from agents.common import supervision
+  if not supervision.nodes_running(run_dir):
+    return
+  pids = supervision.program_processes(run_dir)
+  raise UsageError(
+      f'run directory {run_dir}: processes of an earlier program on it are '
+      f'still running ({", ".join(map(str, pids)) or "pids unknown"}); they '
+      'stop by themselves within stop_grace_s of their launcher\'s death. '
+      'Wait for them (or kill them), then retry')
+
+
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   """Loads what --resume will load, so a bad file fails before launch."""
   from agents.common import checkpointing
@@ -287,6 +302,7 @@ def train(args, extra, command: str = 'train') -> int:
                      f'it with --resume {run_dir}, or pick another --name')
   lock = Lock(rd)
   lock.acquire()  # refuses a second program on the same run directory
+  _refuse_if_nodes_alive(run_dir)
   if resume:
     latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')
@@ -308,6 +324,8 @@ def train(args, extra, command: str = 'train') -> int:
   # each launch writes its node logs to its own segment folder.
   nodes_dir = rd.segment_nodes(segment)
   os.environ['LAUNCHPAD_LOGGING_DIR'] = nodes_dir
+  from agents.common import supervision
+  supervision.announce(run_dir, cfg.stop_grace_s)  # before any node starts
   import launchpad as lp
   from absl import flags
   # Read by Launchpad's worker manager when lp.launch creates it.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from agents.common import environments
 from agents.common import program_nodes
 from agents.common import replay
+from agents.common import supervision
 from agents.mpo import acting
 from agents.mpo import learner as learner_lib
 from agents.mpo import learner_node
@@ -49,6 +50,9 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
                              window_steps)
 
   def replay_tables():
+    # Runs in the replay process before its server starts: the one hook
+    # Launchpad's ReverbNode gives us to tie that process to its launcher.
+    supervision.node_started(run_dir)
     return [replay.make_table(
         layout, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
         samples_per_insert=tc.samples_per_insert,

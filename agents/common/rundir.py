@@ -12,6 +12,7 @@ runs/<name>/
   nodes/segment-<k>/        each node's stdout/stderr, per launch
   config_history.jsonl      one line per launch: resume or not, what changed
   .lock                     held by the launcher while the program runs
+  .nodes.lock               held (shared) by every node process while it runs
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import errno
 import fcntl
 import os
 import traceback
+
+from agents.common import supervision
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +136,13 @@ class Lock:
 @contextlib.contextmanager
 def capture_errors(run_dir: RunDir, node: str):
   """Writes a crashing node's traceback to errors/<node>.txt, then re-raises,
-  so the launcher can name the node and its error."""
+  so the launcher can name the node and its error.
+
+  Every node's run() starts here, so this is also where a node process ties
+  itself to its launcher and takes the run directory's node lock
+  (supervision.node_started).
+  """
+  supervision.node_started(run_dir.root)
   try:
     yield
   except BaseException as e:

@@ -118,3 +118,46 @@ def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
   assert latest is not None
   assert checkpointing.read_metadata(latest)['counts']['learner_steps'] > 50
   assert processes_mentioning(run_dir) == []
+
+
+def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
+  """kill -9 of the launcher alone: its nodes notice, stop through their
+  ordinary stop path (the learner checkpoints on the way down), and release
+  the run directory (the resume itself is test_resume_*'s)."""
+  import signal
+  import subprocess
+  import sys
+  import time
+  from tests.integration.conftest import ROOT
+  run_dir = os.path.join(runs_root, 'orphan')
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'launch.cli'] + TINY +
+      ['--runs_root', runs_root, '--name', 'orphan',
+       '--env_step_budget=10000000', '--checkpoint_period_s=1000'],
+      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  progress = os.path.join(run_dir, 'progress.json')
+  deadline = time.time() + 120
+  while time.time() < deadline:  # wait until the learner is training
+    try:
+      if json.load(open(progress))['counts']['learner_steps'] > 50:
+        break
+    except (OSError, ValueError, KeyError):
+      pass
+    time.sleep(0.5)
+  assert processes_mentioning(run_dir)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  deadline = time.time() + 90
+  while processes_mentioning(run_dir) and time.time() < deadline:
+    time.sleep(0.5)
+  assert processes_mentioning(run_dir) == []
+  # Periodic checkpoints were off: this one is the learner's stop path.
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None
+  saved = checkpointing.read_metadata(latest)['counts']['learner_steps']
+  assert saved > 50
+  from agents.common import supervision
+  assert not supervision.nodes_running(run_dir)

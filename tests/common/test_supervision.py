@@ -1,0 +1,128 @@
+"""Node processes tied to their launcher, and the run directory's node lock."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from agents.common import supervision
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def _python(code, env=None):
+  return subprocess.Popen(
+      [sys.executable, '-c', textwrap.dedent(code)], cwd=ROOT,
+      env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+
+
+def _wait(predicate, timeout=20.0):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if predicate():
+      return True
+    time.sleep(0.1)
+  return False
+
+
+def test_launcher_identity_round_trips_and_tells_alive_from_gone():
+  me = supervision.this_process()
+  assert supervision.Launcher.decode(me.encode()) == me
+  assert supervision.alive(me)
+  child = subprocess.Popen([sys.executable, '-c', 'pass'])
+  ident = supervision.Launcher(child.pid,
+                               supervision._start_time(child.pid))  # pylint: disable=protected-access
+  child.wait()
+  assert not supervision.alive(ident)
+  # A reused pid is not the launcher: same pid, another start time.
+  assert not supervision.alive(me._replace(start_time=me.start_time + 1))
+
+
+def test_nodes_lock_is_seen_while_a_node_process_holds_it(tmp_path):
+  run_dir = str(tmp_path)
+  assert not supervision.nodes_running(run_dir)
+  holder = _python(f"""
+      import sys, time
+      from agents.common import supervision
+      supervision.hold_nodes_lock({run_dir!r})
+      print('held', flush=True)
+      time.sleep(60)
+      """)
+  assert holder.stdout.readline().strip() == 'held'
+  try:
+    assert supervision.nodes_running(run_dir)
+    # Asking does not take the lock away from the holder.
+    assert supervision.nodes_running(run_dir)
+  finally:
+    holder.kill()
+    holder.wait()
+  assert not supervision.nodes_running(run_dir)
+
+
+def test_node_stops_itself_when_its_launcher_dies(tmp_path):
+  run_dir = str(tmp_path)
+  # A stand-in launcher that starts one "node" with the launcher's marker,
+  # reports the node's pid, then waits to be killed.
+  launcher = _python(f"""
+      import os, subprocess, sys, time
+      from agents.common import supervision
+      supervision.announce({run_dir!r}, grace_s=5)
+      node = subprocess.Popen([sys.executable, '-c', '''
+      import time
+      from agents.common import supervision
+      supervision.node_started({run_dir!r})
+      time.sleep(120)
+      '''])
+      print(node.pid, flush=True)
+      time.sleep(120)
+      """)
+  node_pid = int(launcher.stdout.readline())
+  assert _wait(lambda: supervision.nodes_running(run_dir))
+  assert supervision.program_processes(run_dir)
+  launcher.send_signal(signal.SIGKILL)
+  launcher.wait()
+
+  def node_gone():
+    try:
+      with open(f'/proc/{node_pid}/stat') as f:
+        return f.read().rsplit(')', 1)[1].split()[0] in ('Z', 'X')
+    except OSError:
+      return True
+  # The node polls every second and stops itself with SIGTERM.
+  assert _wait(node_gone, timeout=15)
+  assert not supervision.nodes_running(run_dir)
+  assert supervision.program_processes(run_dir) == []
+
+
+def test_nodes_inside_the_launcher_process_take_no_lock(tmp_path,
+                                                        monkeypatch):
+  monkeypatch.setenv(supervision.ENV_LAUNCHER,
+                     supervision.this_process().encode())
+  supervision.node_started(str(tmp_path))
+  assert not os.path.exists(tmp_path / supervision.NODES_LOCK)
+
+
+def test_resume_is_refused_while_an_old_node_lives(tmp_path):
+  from launch import cli
+  run_dir = str(tmp_path)
+  holder = _python(f"""
+      import time
+      from agents.common import supervision
+      supervision.hold_nodes_lock({run_dir!r})
+      print('held', flush=True)
+      time.sleep(60)
+      """, env={supervision.ENV_RUN_DIR: run_dir})
+  assert holder.stdout.readline().strip() == 'held'
+  try:
+    with pytest.raises(cli.UsageError, match=str(holder.pid)):
+      cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
+  finally:
+    holder.kill()
+    holder.wait()
+  cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
