@@ -362,7 +362,10 @@ def train(args, extra, command: str = 'train') -> int:
       pass
   finally:
     stop_watch.set()
-  if failed or os.listdir(rd.errors):
+  # Crash reports only: errors/ also holds survived environment faults and
+  # the archived reports of earlier launches.
+  from agents.common.rundir import read_errors
+  if failed or read_errors(rd):
     _print_failure(rd, nodes_dir)
     print(f'\nrun directory: {run_dir} (continue with: tandem train --resume '
           f'{run_dir})', file=sys.stderr)

@@ -68,8 +68,20 @@ class TrainConfig:
   # first update when the stop comes needs more than 10 s on 2 busy cores,
   # and a killed learner writes no checkpoint on the way down.
   stop_grace_s: float = 60.0
+  # An actor or the evaluator survives an exception from its environment
+  # (discards the episode, rebuilds the environment, counts env_faults);
+  # one environment faulting more times than this in a row fails the node.
+  max_consecutive_env_faults: int = 5
+  # The learner stops the program (exit 1, naming its last finite step)
+  # once more than this fraction of its last `stall_window` updates were
+  # skipped as non-finite: a learner that only skips is not training.
+  stall_window: int = 1_000
+  max_skipped_fraction: float = 0.5
   # Test hook: actor 0 raises after this many env steps (0: never).
   fault_injection_actor_crash_after: int = 0
+  # Test hook: every learner update from this learner step on is treated
+  # as non-finite (0: never).
+  fault_injection_nonfinite_after: int = 0
 
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
@@ -114,6 +126,21 @@ class TrainConfig:
            self.tensorboard)
     _check(isinstance(self.runs_root, str) and self.runs_root, 'runs_root',
            'a directory path', self.runs_root)
+    _check(_is_int(self.max_consecutive_env_faults) and
+           self.max_consecutive_env_faults >= 0,
+           'max_consecutive_env_faults',
+           'an integer >= 0 (0: the first environment exception fails the '
+           'node)', self.max_consecutive_env_faults)
+    _check(_is_int(self.stall_window) and self.stall_window >= 1,
+           'stall_window', 'an integer >= 1 (learner updates)',
+           self.stall_window)
+    _check(_is_num(self.max_skipped_fraction) and
+           0 <= self.max_skipped_fraction < 1, 'max_skipped_fraction',
+           'a number in [0, 1)', self.max_skipped_fraction)
+    _check(_is_int(self.fault_injection_nonfinite_after) and
+           self.fault_injection_nonfinite_after >= 0,
+           'fault_injection_nonfinite_after', 'an integer >= 0',
+           self.fault_injection_nonfinite_after)
     _check(_is_int(self.fault_injection_actor_crash_after) and
            self.fault_injection_actor_crash_after >= 0,
            'fault_injection_actor_crash_after', 'an integer >= 0',
@@ -135,7 +162,8 @@ RESUMABLE_FIELDS = frozenset({
     'final_eval_episodes', 'checkpoint_period_s', 'checkpoints_to_keep',
     'learner_log_every', 'tensorboard', 'stop_grace_s', 'replay_max_size',
     'replay_min_size', 'samples_per_insert', 'replay_error_buffer',
-    'fault_injection_actor_crash_after',
+    'fault_injection_actor_crash_after', 'max_consecutive_env_faults',
+    'stall_window', 'max_skipped_fraction', 'fault_injection_nonfinite_after',
     # The path may move; its contents are held to the run's first file by
     # sha256 (launch/cli.py: check_demonstrations).
     'demos'})

@@ -31,6 +31,7 @@ from agents.ail import demonstrations
 from agents.ail import learner as ail_learner
 from agents.common import logs
 from agents.common import replay
+from agents.common import stall
 from agents.common.lifecycle import call
 from agents.mpo import learner_node
 
@@ -59,6 +60,9 @@ class AILLearnerNode(learner_node.LearnerNode):
     self._disc_logger = logs.Logger(self._run_dir.logs, 'discriminator',
                                     tensorboard=train_config.tensorboard,
                                     required=ROW_COUNTS)
+    self._disc_stall = stall.StallMonitor(
+        train_config.stall_window, train_config.max_skipped_fraction,
+        'discriminator updates')
 
   # LearnerNode's hooks ------------------------------------------------------
 
@@ -144,4 +148,9 @@ class AILLearnerNode(learner_node.LearnerNode):
     self._counts = counts
     metrics = jax.device_get(metrics)
     self._log_call(logger, metrics, counts, step_key)
+    if step_key == 'learner_steps':
+      self._check_stalled(self._stall, metrics['finite'], metrics[step_key])
+    else:
+      self._check_stalled(self._disc_stall, metrics['discriminator_finite'],
+                          metrics[step_key])
     return counts

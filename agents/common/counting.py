@@ -1,9 +1,11 @@
 """The program's global counts, owned by one Counter and checkpointed.
 
 Counts: env_steps (actors), episodes, learner_steps, discriminator_steps,
-rounds, and elapsed_s, the wall time since the program *first* started
-(carried across restarts). Every rate, schedule, log row and budget in Tandem
-is keyed to these, never to how long the current call or process has run.
+rounds, env_faults (environment exceptions the actors and the evaluator
+survived, agents/common/env_faults.py), and elapsed_s, the wall time since
+the program *first* started (carried across restarts). Every rate, schedule,
+log row and budget in Tandem is keyed to these, never to how long the
+current call or process has run.
 
 Why not `acme.utils.counting.Counter`: Acme's counter keeps counts in memory
 (its save/restore hand a dict to a checkpointer) and its time is per process;
@@ -24,7 +26,7 @@ from typing import Mapping, Optional
 from agents.common.files import write_json_atomic
 
 COUNT_KEYS = ('env_steps', 'episodes', 'learner_steps', 'discriminator_steps',
-              'rounds')
+              'rounds', 'env_faults')
 
 
 class CounterStateError(ValueError):

@@ -46,6 +46,12 @@ GYM_PREFIX = 'gym'
 ACTION_TOLERANCE = 1e-6
 
 
+class ActionError(ValueError):
+  """An action no correct agent produces (wrong shape, non-finite, out of
+  [-1, 1]): a bug upstream of the environment, which rebuilding the
+  environment after a fault (agents/common/env_faults.py) would not cure."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvDims:
   """Sizes of the flat observation and action vectors of an environment."""
@@ -112,15 +118,16 @@ def check_action(action: Any, action_dim: int) -> np.ndarray:
     within `ACTION_TOLERANCE` of [-1, 1]; rescaling clips to the bounds.
 
   Raises:
-    ValueError: on a wrong shape, a non-numeric or non-finite value, or a
-      value outside [-1, 1] by more than `ACTION_TOLERANCE`.
+    ActionError (a ValueError): on a wrong shape, a non-numeric or
+      non-finite value, or a value outside [-1, 1] by more than
+      `ACTION_TOLERANCE`.
   """
   try:
     action = np.asarray(action, dtype=np.float64)
   except (TypeError, ValueError) as e:
-    raise ValueError(f'Action is not a numeric array: {e}') from e
+    raise ActionError(f'Action is not a numeric array: {e}') from e
   if action.shape != (action_dim,):
-    raise ValueError(
+    raise ActionError(
         f'Action has shape {action.shape}; expected shape ({action_dim},).')
   # This runs on every environment step. Python's max over a short list is
   # several times cheaper than a numpy reduction; max may skip a NaN, so the sum
@@ -129,8 +136,8 @@ def check_action(action: Any, action_dim: int) -> np.ndarray:
   if values and not (max(map(abs, values)) <= 1.0 + ACTION_TOLERANCE
                      and sum(values) == sum(values)):
     if not np.all(np.isfinite(action)):
-      raise ValueError(f'Action has non-finite values: {action}.')
-    raise ValueError(
+      raise ActionError(f'Action has non-finite values: {action}.')
+    raise ActionError(
         f'Action {action} is outside [-1, 1] (tolerance {ACTION_TOLERANCE}).')
   return action
 

@@ -4,22 +4,57 @@ A Courier call to a node that has already stopped waits forever; a node
 that makes such a call on its way down would then never write its final
 checkpoint. Nodes therefore call each other through `call`, which waits in
 short slices and raises `Stopping` once the program is stopping.
+
+Launchpad answers "is the program stopping?" only in a node's own thread
+(its worker manager is thread-local), and Courier runs each incoming call
+in a handler thread of its own: the evaluator's `evaluate_now`, called by
+the limiter, calls the learner from such a thread. So every node records
+its program's stop event from its main thread when it starts
+(`capture_stop_event`, called by rundir.capture_errors), and any other
+thread of that process falls back to it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import threading
+from typing import Optional
 
 
 class Stopping(Exception):
   """The program is stopping; the interrupted operation was abandoned."""
 
 
+# The stop event of the program whose node last started in this process:
+# one per process under local_mp; under local_mt all nodes share one.
+_captured: list = []
+
+
+def capture_stop_event(event: Optional[threading.Event] = None) -> None:
+  """Records the current node's stop event (Launchpad's, if not given) for
+  threads that Launchpad does not manage."""
+  if event is None:
+    import launchpad as lp  # only program nodes call this
+    try:
+      event = lp.stop_event()
+    except RuntimeError:
+      return  # not a node thread: nothing to capture
+  _captured[:] = [event]
+
+
 def stop_requested(timeout: float = 0.0) -> bool:
   """True once Launchpad asked this node's program to stop (SIGTERM under
-  local_mp, lp.stop() anywhere); waits up to `timeout` seconds for it."""
+  local_mp, lp.stop() anywhere); waits up to `timeout` seconds for it.
+  Works from any thread of a node's process."""
   import launchpad as lp  # only program nodes call this
-  return bool(lp.wait_for_stop(timeout))
+  try:
+    return bool(lp.wait_for_stop(timeout))
+  except RuntimeError:
+    if not _captured:
+      raise RuntimeError(
+          'stop_requested: called outside a Launchpad node thread before '
+          'any node of this process started (capture_stop_event)') from None
+    return _captured[0].wait(timeout)
 
 
 def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):

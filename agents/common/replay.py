@@ -280,8 +280,12 @@ class _RowAdder:
         self._since_flush = 0
 
   def reset(self) -> None:
+    """Abandons the episode in progress, e.g. after its environment raised:
+    its unfinished n-step windows are dropped, so no item spans the break;
+    rows already written stay (each ends before it). `add_first` starts the
+    next episode."""
     self._clear()
-    self._obs = None
+    self._obs, self._since_flush = None, 0
     if self._rows is not None:
       self._end(clear_buffers=True)
 

@@ -9,6 +9,8 @@ runs/<name>/
   logs/<node>.csv, logs/tb/ every row keyed by global env and learner steps
   errors/<node>.txt         the traceback of a node that crashed (this launch;
                             earlier launches' under errors/segment-<k>/)
+  errors/env_faults/        <node>-<k>.txt: the k-th environment exception a
+                            node survived (agents/common/env_faults.py)
   nodes/segment-<k>/        each node's stdout/stderr, per launch
   config_history.jsonl      one line per launch: resume or not, what changed
   .lock                     held by the launcher while the program runs
@@ -24,6 +26,7 @@ import fcntl
 import os
 import traceback
 
+from agents.common import lifecycle
 from agents.common import supervision
 
 
@@ -56,18 +59,18 @@ class RunDir:
     return os.path.join(self.nodes, f'segment-{segment}')
 
   def archive_errors(self, segment: int) -> None:
-    """Moves the crash reports at the top of errors/ (a previous launch's)
-    into errors/segment-<segment>/, so a resume neither loses them nor
-    mistakes them for its own."""
+    """Moves the crash reports at the top of errors/ and the environment
+    fault reports of errors/env_faults/ (a previous launch's) into
+    errors/segment-<segment>/, so a resume neither loses them nor mistakes
+    them for its own (nor overwrites them: fault indices restart at 1)."""
     if not os.path.isdir(self.errors):
       return
-    old = [n for n in os.listdir(self.errors) if n.endswith('.txt')]
-    if not old:
-      return
     dest = os.path.join(self.errors, f'segment-{max(segment, 0)}')
-    os.makedirs(dest, exist_ok=True)
-    for name in old:
-      os.replace(os.path.join(self.errors, name), os.path.join(dest, name))
+    _move_files(self.errors, dest, lambda n: n.endswith('.txt'))
+    faults = os.path.join(self.errors, ENV_FAULTS)
+    _move_files(faults, os.path.join(dest, ENV_FAULTS), lambda n: True)
+    if os.path.isdir(faults) and not os.listdir(faults):
+      os.rmdir(faults)  # the new launch has survived no fault yet
 
   def remove_stray_temporaries(self) -> list:
     """Deletes `.tmp-*` files (files.write_atomic's, left by a process
@@ -138,10 +141,12 @@ def capture_errors(run_dir: RunDir, node: str):
   """Writes a crashing node's traceback to errors/<node>.txt, then re-raises,
   so the launcher can name the node and its error.
 
-  Every node's run() starts here, so this is also where a node process ties
-  itself to its launcher and takes the run directory's node lock
-  (supervision.node_started).
+  Every node's run() starts here, in the node's main thread, so this is also
+  where a node records its program's stop event for its other threads
+  (lifecycle.capture_stop_event), ties its process to its launcher and takes
+  the run directory's node lock (supervision.node_started).
   """
+  lifecycle.capture_stop_event()
   supervision.node_started(run_dir.root)
   try:
     yield
@@ -154,12 +159,34 @@ def capture_errors(run_dir: RunDir, node: str):
     raise
 
 
+# errors/<this>/ holds the environment faults nodes survived; read_errors
+# never reports them, as the nodes did not crash.
+ENV_FAULTS = 'env_faults'
+
+
+def _move_files(src: str, dest: str, keep) -> None:
+  """Moves the plain files of `src` whose names satisfy `keep` to `dest`
+  (created only if something moves)."""
+  if not os.path.isdir(src):
+    return
+  names = [n for n in os.listdir(src)
+           if keep(n) and os.path.isfile(os.path.join(src, n))]
+  if names:
+    os.makedirs(dest, exist_ok=True)
+  for name in names:
+    os.replace(os.path.join(src, name), os.path.join(dest, name))
+
+
 def read_errors(run_dir: RunDir) -> dict[str, str]:
+  """{node: traceback} of this launch's crashed nodes: the files
+  errors/<node>.txt, not the folders beside them (earlier segments,
+  survived environment faults)."""
   if not os.path.isdir(run_dir.errors):
     return {}
   out = {}
   for name in sorted(os.listdir(run_dir.errors)):
-    if name.endswith('.txt'):
-      with open(os.path.join(run_dir.errors, name)) as f:
+    path = os.path.join(run_dir.errors, name)
+    if name.endswith('.txt') and os.path.isfile(path):
+      with open(path) as f:
         out[name[:-4]] = f.read()
   return out

@@ -8,6 +8,12 @@ most num_actors × (counter_sync_period + envs_per_actor) steps) and waits for
 the program to stop.
 The evaluator runs the mean action and logs its return against global env
 steps; `evaluate_now` serves the final evaluation.
+
+Both survive exceptions from their environments (agents/common/env_faults.py):
+the episode in progress is dropped (an actor's unfinished n-step windows with
+it, an evaluation's partial return with it), the environment is rebuilt with
+a seed drawn from the node's seed path and fault index, and the fault counts
+in the global `env_faults` count, which every row of their CSVs carries.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import threading
 
 import numpy as np
 
+from agents.common import env_faults
 from agents.common import environments
 from agents.common import logs
 from agents.common import replay
@@ -37,6 +44,42 @@ def seed_for(*path: int) -> int:
 
 
 ACTOR_ENVS, ACTOR_POLICY, EVALUATOR_ENV = 0, 1, 2
+# Marks a rebuilt environment's seed path. Nonzero, and followed by a fault
+# index >= 1: SeedSequence pads entropy with zeros, so a path ending in zeros
+# would collide with its own prefix (seed_for(1, 2) == seed_for(1, 2, 0)).
+ENV_REBUILT = 3
+
+
+def env_seed(path: tuple, fault_index: int) -> int:
+  """The seed of the environment at `path` (e.g. (run seed, ACTOR_ENVS,
+  actor id, env index)): the path's own seed at first, a fresh one derived
+  from the path and the node's fault index after its k-th fault, so a
+  rebuilt environment neither replays the stream that faulted nor varies
+  from one run of the same seed to another."""
+  if fault_index == 0:
+    return seed_for(*path)
+  return seed_for(*path, ENV_REBUILT, fault_index)
+
+
+def node_env_faults(train_config, node: str, run_dir: RunDir,
+                    counter) -> env_faults.EnvFaults:
+  """A node's fault bookkeeping, counting each fault in the global
+  counter's `env_faults`."""
+  return env_faults.EnvFaults(
+      node, train_config.env, train_config.max_consecutive_env_faults,
+      run_dir.errors,
+      report=lambda: call(counter, 'increment', env_faults=1))
+
+
+def rebuilding_env(env_name: str, seed_path: tuple,
+                   faults: env_faults.EnvFaults, slot: int = 0,
+                   recover_on: str = 'step') -> env_faults.RebuildingEnv:
+  """Environment `env_name` seeded from `seed_path`, rebuilt with a fresh
+  seed whenever it raises."""
+  return env_faults.RebuildingEnv(
+      lambda seed: environments.make_environment(env_name, seed=seed),
+      lambda k: env_seed(seed_path, k), faults, slot=slot,
+      recover_on=recover_on)
 
 
 class EnvGroup:
@@ -47,6 +90,11 @@ class EnvGroup:
   data stay in cache, which is worth ~15% env steps/s per process at K=4 on
   walker (bench/actor.py). Each environment has its own n-step adder; the
   policy (and its parameter refresh) is shared.
+
+  An environment whose `step` returns None (a RebuildingEnv that raised and
+  was rebuilt) loses its episode: its adder drops the unfinished windows,
+  its partial return is not reported, and it restarts from a reset while
+  the others carry on.
   """
 
   def __init__(self, envs, actor: actor_lib.Actor, adders=None):
@@ -70,14 +118,26 @@ class EnvGroup:
       self._adders[i].add_first(timestep)
     return timestep
 
+  def _discard(self, i: int):
+    """Drops environment i's episode in progress; returns the first
+    timestep of its next one."""
+    if self._adders[i] is not None:
+      self._adders[i].reset()
+    self._returns[i], self._lengths[i] = 0.0, 0
+    return self._first(i)
+
   def step(self) -> list[tuple[float, int]]:
     """One step of every environment. Returns (return, length) of each
-    episode that ended in it; those environments start a new one."""
+    episode that ended in it; those environments start a new one, as do
+    those that faulted (whose episodes are not returned)."""
     actions = self._actor.select_action(
         np.stack([ts.observation for ts in self._timesteps]))
     timesteps = [env.step(a) for env, a in zip(self._envs, actions)]
     ended = []
     for i, (action, timestep) in enumerate(zip(actions, timesteps)):
+      if timestep is None:
+        timesteps[i] = self._discard(i)
+        continue
       if self._adders[i] is not None:
         self._adders[i].add(action, timestep)
       self._returns[i] += float(timestep.reward)
@@ -114,8 +174,10 @@ class ActorNode:
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo
-    envs = [environments.make_environment(
-        tc.env, seed=seed_for(tc.seed, ACTOR_ENVS, self._id, k))
+    faults = node_env_faults(tc, f'actor_{self._id}', self._run_dir,
+                             self._counter)
+    envs = [rebuilding_env(tc.env, (tc.seed, ACTOR_ENVS, self._id, k),
+                           faults, slot=k)
             for k in range(tc.envs_per_actor)]
     dims = environments.env_dims(envs[0])
     layout = replay.layout_for(dims.observation_dim, dims.action_dim,
@@ -155,6 +217,7 @@ class ActorNode:
         unsynced = 0
         for episode_return, episode_steps in ended:
           logger.write({**logs.count_columns(counts),
+                        'env_faults': int(counts.get('env_faults', 0)),
                         'episode_return': episode_return,
                         'episode_steps': episode_steps})
     if unsynced:
@@ -170,20 +233,17 @@ def run_episodes(env, actor: actor_lib.Actor, episodes: int,
   for eval). With `record`, each recorded episode is a dict of arrays
   observation [T, O], action [T, D], reward [T], discount [T],
   next_observation [T, O]; without it, recorded is empty.
+
+  An episode whose `env.step` returns None (a RebuildingEnv that raised) is
+  dropped and run again: a partial return would read as a bad policy. The
+  environment's fault limit bounds the retries.
   """
   returns, recorded = [], []
-  for _ in range(episodes):
-    timestep = env.reset()
-    total = 0.0
-    steps = []
-    while not timestep.last():
-      obs = timestep.observation
-      action = actor.select_action(obs)
-      timestep = env.step(action)
-      total += float(timestep.reward)
-      if record:
-        steps.append((obs, action, timestep.reward, timestep.discount,
-                      timestep.observation))
+  while len(returns) < episodes:
+    episode = _run_episode(env, actor, record)
+    if episode is None:
+      continue
+    total, steps = episode
     returns.append(total)
     if record:
       names = ('observation', 'action', 'reward', 'discount',
@@ -191,6 +251,24 @@ def run_episodes(env, actor: actor_lib.Actor, episodes: int,
       recorded.append({name: np.asarray([s[i] for s in steps], np.float32)
                        for i, name in enumerate(names)})
   return returns, recorded
+
+
+def _run_episode(env, actor, record: bool):
+  """(return, recorded steps) of one episode, or None if it faulted."""
+  timestep = env.reset()
+  total = 0.0
+  steps = []
+  while not timestep.last():
+    obs = timestep.observation
+    action = actor.select_action(obs)
+    timestep = env.step(action)
+    if timestep is None:
+      return None
+    total += float(timestep.reward)
+    if record:
+      steps.append((obs, action, timestep.reward, timestep.discount,
+                    timestep.observation))
+  return total, steps
 
 
 class EvaluatorNode:
@@ -202,13 +280,19 @@ class EvaluatorNode:
     self._run_dir = RunDir(run_dir)
     self._lock = threading.Lock()
     self._env = None
+    self._faults = None
     self._logger = None
     self._actor = None
 
   def _setup(self):
     if self._env is None:
-      self._env = environments.make_environment(
-          self._tc.env, seed=seed_for(self._tc.seed, EVALUATOR_ENV))
+      self._faults = node_env_faults(self._tc, 'evaluator', self._run_dir,
+                                     self._counter)
+      # A run of faults ends with a completed episode, not a step: an
+      # environment that faults in every episode must fail the node rather
+      # than keep the evaluation (and the final one, the program) waiting.
+      self._env = rebuilding_env(self._tc.env, (self._tc.seed, EVALUATOR_ENV),
+                                 self._faults, recover_on='episode')
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)
       get_variables = lambda: call(self._learner, 'get_variables')
@@ -231,11 +315,16 @@ class EvaluatorNode:
       self._setup()
       counts = call(self._counter, 'get_counts')
       self._actor.update(wait=True)  # the learner's latest policy
+      faults_before = self._faults.total
       returns, recorded = run_episodes(
           self._env, self._actor, episodes or self._tc.eval_episodes,
           record=self.records_episodes)
       row = {**logs.count_columns(counts),
              **self._episode_metrics(recorded),
+             # `counts` predates the episodes; a fault in them is newer.
+             'env_faults': max(int(counts.get('env_faults', 0)),
+                               self._faults.global_count),
+             'eval_env_faults': self._faults.total - faults_before,
              'eval_return': float(np.mean(returns)),
              'eval_return_min': float(np.min(returns)),
              'eval_return_max': float(np.max(returns)),

@@ -22,6 +22,7 @@ import numpy as np
 from agents.common import checkpointing
 from agents.common import logs
 from agents.common import replay
+from agents.common import stall
 from agents.common.lifecycle import Stopping, call, stop_requested
 from agents.common.rundir import RunDir, capture_errors
 from agents.mpo import learner as learner_lib
@@ -65,6 +66,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     # TensorBoard gets every 100th row: per-step event writes cost more
     # than the CSV rows do.
     self._tb_every = 100 * train_config.learner_log_every
+    self._stall = stall.StallMonitor(train_config.stall_window,
+                                     train_config.max_skipped_fraction,
+                                     'learner updates')
 
   # What a learner of another algorithm changes ---------------------------
 
@@ -176,7 +180,27 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     counts = call(self._counter, 'increment', learner_steps=k)
     self._counts = counts
     self._log_call(self._logger, metrics, counts, 'learner_steps')
+    self._check_stalled(self._stall, metrics['finite'],
+                        metrics['learner_steps'])
     return counts
+
+  def _check_stalled(self, monitor: stall.StallMonitor, finite,
+                     steps) -> None:
+    """Raises LearnerStalled (after a checkpoint: skipped updates leave
+    the state as it was, so it is the last finite one) once `monitor` says
+    the learner has stopped learning."""
+    after = self._tc.fault_injection_nonfinite_after
+    if after:
+      finite = np.where(np.asarray(steps) >= after, False, finite)
+    message = monitor.observe(finite, steps)
+    if message is None:
+      return
+    self._close_streams()
+    path = self.save_checkpoint()
+    raise stall.LearnerStalled(
+        f'learner: {message}. Its state is the last finite one, saved in '
+        f'{path}; fix the cause (learning rates, rewards, observations) '
+        'and continue with --resume')
 
   def _log_call(self, logger, metrics: dict, counts: dict,
                 step_key: str) -> None:

@@ -3,7 +3,7 @@
 import os
 
 from agents.common import files
-from agents.common.rundir import RunDir, read_errors
+from agents.common.rundir import ENV_FAULTS, RunDir, read_errors
 
 
 def test_previous_launch_errors_are_archived_not_deleted(tmp_path):
@@ -30,3 +30,19 @@ def test_stray_temporaries_are_removed_and_finished_files_kept(tmp_path):
   assert sorted(removed) == ['.tmp-abc123.npz', '.tmp-x.json']
   assert not os.path.exists(stray)
   assert open(ckpt, 'rb').read() == b'done'
+
+
+def test_env_fault_reports_are_not_crashes_and_are_archived(tmp_path):
+  rd = RunDir(str(tmp_path / 'run')).make()
+  faults = os.path.join(rd.errors, ENV_FAULTS)
+  os.makedirs(faults)
+  open(os.path.join(faults, 'actor_1-1.txt'), 'w').write('PhysicsError: x')
+  open(os.path.join(rd.errors, 'learner.txt'), 'w').write('boom')
+  assert read_errors(rd) == {'learner': 'boom'}
+  rd.archive_errors(2)
+  kept = os.path.join(rd.errors, 'segment-2')
+  assert open(os.path.join(kept, ENV_FAULTS, 'actor_1-1.txt')).read() == \
+      'PhysicsError: x'
+  assert open(os.path.join(kept, 'learner.txt')).read() == 'boom'
+  # The new launch starts with neither crashes nor faults of its own.
+  assert os.listdir(rd.errors) == ['segment-2'] and read_errors(rd) == {}

@@ -161,3 +161,18 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
   assert saved > 50
   from agents.common import supervision
   assert not supervision.nodes_running(run_dir)
+
+
+def test_learner_whose_updates_are_all_skipped_stops_the_program(runs_root):
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'stall',
+                         '--fault_injection_nonfinite_after=40',
+                         '--stall_window=20', '--env_step_budget=100000'])
+  run_dir = os.path.join(runs_root, 'stall')
+  assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+  assert 'learner' in r.stderr and 'LearnerStalled' in r.stderr
+  assert 'last finite update at step 39' in r.stderr
+  assert '--resume' in r.stderr
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None and latest in r.stderr
+  assert processes_mentioning(run_dir) == []

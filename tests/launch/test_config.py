@@ -35,7 +35,17 @@ def test_overrides_parse_types():
     ('replay_min_size', 10**9), ('replay_min_size', 8),
     ('env_step_budget', 0), ('checkpoint_period_s', 0.0),
     ('envs_per_actor', 0), ('envs_per_actor', 65),
-    ('fault_injection_actor_crash_after', -1)])
+    ('fault_injection_actor_crash_after', -1),
+    ('max_consecutive_env_faults', -1), ('max_consecutive_env_faults', 1.5)])
 def test_train_config_rejects(field, value):
   with pytest.raises(ConfigError, match=f'TrainConfig.{field}'):
     config_lib.apply_overrides(config_lib.TrainConfig(), {field: value})
+
+
+def test_max_consecutive_env_faults_defaults_to_5_and_may_change_on_resume():
+  old = config_lib.TrainConfig()
+  assert old.max_consecutive_env_faults == 5
+  new = config_lib.apply_overrides(old, {'max_consecutive_env_faults': '0'})
+  assert new.max_consecutive_env_faults == 0
+  assert config_lib.check_resume_overrides(old, new) == {
+      'max_consecutive_env_faults': (5, 0)}

@@ -1,0 +1,68 @@
+"""`call` and `stop_requested` from threads Launchpad does not manage."""
+
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from agents.common import lifecycle
+
+
+class _SlowClient:
+  """A Courier-like client whose calls take `delay_s` to answer."""
+
+  def __init__(self, delay_s):
+    self._pool = concurrent.futures.ThreadPoolExecutor(1)
+    self.futures = self
+    self._delay = delay_s
+
+  def answer(self, x):
+    def work():
+      time.sleep(self._delay)
+      return x * 2
+    return self._pool.submit(work)
+
+
+def _in_thread(fn):
+  out = {}
+
+  def body():
+    try:
+      out['value'] = fn()
+    except BaseException as e:  # pylint: disable=broad-except
+      out['error'] = e
+  t = threading.Thread(target=body)  # not a Launchpad node thread
+  t.start()
+  t.join(30)
+  return out
+
+
+@pytest.fixture
+def fresh_capture(monkeypatch):
+  monkeypatch.setattr(lifecycle, '_captured', [])
+
+
+def test_a_slow_call_from_a_handler_thread_waits_for_its_answer(
+    fresh_capture):
+  lifecycle.capture_stop_event(threading.Event())
+  # Slower than one poll slice: the poll asks whether the program stops.
+  out = _in_thread(lambda: lifecycle.call(_SlowClient(1.2), 'answer', 21,
+                                          poll_s=0.2))
+  assert out == {'value': 42}
+
+
+def test_the_captured_stop_still_abandons_the_call(fresh_capture):
+  stop = threading.Event()
+  lifecycle.capture_stop_event(stop)
+  stop.set()
+  out = _in_thread(lambda: lifecycle.call(_SlowClient(5.0), 'answer', 1,
+                                          poll_s=0.2))
+  assert isinstance(out.get('error'), lifecycle.Stopping)
+
+
+def test_without_a_captured_event_the_error_says_why(fresh_capture):
+  out = _in_thread(lambda: lifecycle.call(_SlowClient(1.0), 'answer', 1,
+                                          poll_s=0.2))
+  assert isinstance(out.get('error'), RuntimeError)
+  assert 'capture_stop_event' in str(out['error'])
