@@ -24,8 +24,9 @@ from launch.config import AILTrainConfig
 local_resources = mpo.local_resources
 
 
-def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False):
-  return mpo.build_program(tc, run_dir, resume,
+def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
+                  *, segment: int = 1):
+  return mpo.build_program(tc, run_dir, resume, segment=segment,
                            learner_node_cls=AILLearnerNode,
                            evaluator_node_cls=ail_acting.AILEvaluatorNode,
                            window_steps=True, kind='ail')

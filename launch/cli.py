@@ -331,7 +331,8 @@ def train(args, extra, command: str = 'train') -> int:
   # Read by Launchpad's worker manager when lp.launch creates it.
   flags.FLAGS.lp_termination_notice_secs = int(math.ceil(cfg.stop_grace_s))
 
-  program = program_lib.build_program(cfg, run_dir, resume=resume)
+  program = program_lib.build_program(cfg, run_dir, resume=resume,
+                                      segment=segment)
   print(f'run directory: {run_dir}\nlaunching {args.launch} with '
         f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps')
   stop_watch = threading.Event()

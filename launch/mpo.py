@@ -38,12 +38,14 @@ def env_dims(env_name: str) -> learner_lib.Dims:
 
 
 def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
+                  segment: int = 1,
                   learner_node_cls=learner_node.LearnerNode,
                   evaluator_node_cls=acting.EvaluatorNode,
                   window_steps: bool = False, kind: str = 'mpo'):
   """The program above. The adversarial program (launch/ail.py) is this
   program with its own learner and evaluator nodes and replay rows that
-  keep every step of the n-step sum (`window_steps`)."""
+  keep every step of the n-step sum (`window_steps`). segment: which launch
+  of the run this is (1 first; actors and the evaluator seed from it)."""
   import launchpad as lp
   dims = env_dims(tc.env)
   layout = replay.layout_for(dims.observation, dims.action, tc.mpo.n_step,
@@ -72,10 +74,10 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
     for i in range(tc.num_actors):
       program.add_node(lp.CourierNode(
           acting.ActorNode, tc, i, replay_h, counter, learner, run_dir,
-          window_steps))
+          window_steps, segment))
   with program.group('evaluator'):
     evaluator = program.add_node(lp.CourierNode(
-        evaluator_node_cls, tc, counter, learner, run_dir))
+        evaluator_node_cls, tc, counter, learner, run_dir, segment))
   with program.group('limiter'):
     program.add_node(lp.CourierNode(
         program_nodes.StepsLimiter, counter, learner, evaluator,

@@ -17,8 +17,9 @@ class AILEvaluatorNode(acting.EvaluatorNode):
 
   records_episodes = True
 
-  def __init__(self, train_config, counter, learner, run_dir: str):
-    super().__init__(train_config, counter, learner, run_dir)
+  def __init__(self, train_config, counter, learner, run_dir: str,
+               segment: int = 1):
+    super().__init__(train_config, counter, learner, run_dir, segment)
     self._rewards_fn = None
 
   def _episode_metrics(self, episodes: list) -> dict:

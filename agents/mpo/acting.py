@@ -44,6 +44,20 @@ def seed_for(*path: int) -> int:
 
 
 ACTOR_ENVS, ACTOR_POLICY, EVALUATOR_ENV = 0, 1, 2
+# Marks the seed path of a resumed launch (segment >= 2).
+RESUMED = 4
+
+
+def launch_seed_path(seed: int, segment: int) -> tuple:
+  """The root of every actor and evaluator seed path in the `segment`-th
+  launch of a run (1 for the first, k for the (k-1)-th resume): the run's
+  seed alone at first, so a run is reproducible from its seed; a new root
+  per resume, so resumed actors and the evaluator draw new environment and
+  exploration streams instead of replaying the first launch's, and the
+  same ones whenever that resume is repeated."""
+  if segment < 1:
+    raise ValueError(f'segment: expected an integer >= 1, got {segment}')
+  return (seed,) if segment == 1 else (seed, RESUMED, segment)
 # Marks a rebuilt environment's seed path. Nonzero, and followed by a fault
 # index >= 1: SeedSequence pads entropy with zeros, so a path ending in zeros
 # would collide with its own prefix (seed_for(1, 2) == seed_for(1, 2, 0)).
@@ -154,10 +168,13 @@ class EnvGroup:
 class ActorNode:
 
   def __init__(self, train_config, actor_id: int, replay_client, counter,
-               learner, run_dir: str, window_steps: bool = False):
+               learner, run_dir: str, window_steps: bool = False,
+               segment: int = 1):
     """window_steps: write n-step windows (replay.WindowLayout) instead of
-    summed n-step transitions, for learners that relabel rewards."""
+    summed n-step transitions, for learners that relabel rewards.
+    segment: which launch of the run this is (`launch_seed_path`)."""
     self._tc = train_config
+    self._root = launch_seed_path(train_config.seed, segment)
     self._window_steps = window_steps
     self._id = actor_id
     self._replay_address = replay_client.server_address
@@ -176,7 +193,7 @@ class ActorNode:
     tc, cfg = self._tc, self._tc.mpo
     faults = node_env_faults(tc, f'actor_{self._id}', self._run_dir,
                              self._counter)
-    envs = [rebuilding_env(tc.env, (tc.seed, ACTOR_ENVS, self._id, k),
+    envs = [rebuilding_env(tc.env, (*self._root, ACTOR_ENVS, self._id, k),
                            faults, slot=k)
             for k in range(tc.envs_per_actor)]
     dims = environments.env_dims(envs[0])
@@ -187,7 +204,8 @@ class ActorNode:
                                 should_stop=stop_requested) for _ in envs]
     get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
-        cfg, get_variables(), seed=seed_for(tc.seed, ACTOR_POLICY, self._id),
+        cfg, get_variables(),
+        seed=seed_for(*self._root, ACTOR_POLICY, self._id),
         variable_source=get_variables, update_period=tc.actor_update_period)
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
                          tensorboard=False)
@@ -273,8 +291,10 @@ def _run_episode(env, actor, record: bool):
 
 class EvaluatorNode:
 
-  def __init__(self, train_config, counter, learner, run_dir: str):
+  def __init__(self, train_config, counter, learner, run_dir: str,
+               segment: int = 1):
     self._tc = train_config
+    self._root = launch_seed_path(train_config.seed, segment)
     self._counter = counter
     self._learner = learner
     self._run_dir = RunDir(run_dir)
@@ -291,7 +311,7 @@ class EvaluatorNode:
       # A run of faults ends with a completed episode, not a step: an
       # environment that faults in every episode must fail the node rather
       # than keep the evaluation (and the final one, the program) waiting.
-      self._env = rebuilding_env(self._tc.env, (self._tc.seed, EVALUATOR_ENV),
+      self._env = rebuilding_env(self._tc.env, (*self._root, EVALUATOR_ENV),
                                  self._faults, recover_on='episode')
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)

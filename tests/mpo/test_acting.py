@@ -120,3 +120,33 @@ def test_run_episodes_returns_and_optionally_records():
   assert returns2[0] == pytest.approx(float(ep['reward'].sum()), rel=1e-5)
   np.testing.assert_array_equal(ep['observation'][1:],
                                 ep['next_observation'][:-1])
+
+
+def test_each_resume_draws_new_actor_and_evaluator_streams_reproducibly():
+  # The first launch keeps the run seed's own paths.
+  assert acting.launch_seed_path(5, 1) == (5,)
+  paths = lambda seg: (
+      [(*acting.launch_seed_path(5, seg), acting.ACTOR_ENVS, a, k)
+       for a in range(3) for k in range(4)] +
+      [(*acting.launch_seed_path(5, seg), acting.ACTOR_POLICY, a)
+       for a in range(3)] +
+      [(*acting.launch_seed_path(5, seg), acting.EVALUATOR_ENV)])
+  seeds = {seg: [acting.seed_for(*p) for p in paths(seg)]
+           for seg in (1, 2, 3)}
+  # Distinct streams within a launch and across launches ...
+  everything = [s for seg in seeds.values() for s in seg]
+  assert len(set(everything)) == len(everything)
+  # ... and a repeated resume draws the same ones.
+  assert seeds[2] == [acting.seed_for(*p) for p in paths(2)]
+  with pytest.raises(ValueError, match='segment'):
+    acting.launch_seed_path(5, 0)
+  # The nodes take their root from the segment they are launched in.
+  from configs import mpo as named
+  tc = named.tiny()
+
+  class _Replay:
+    server_address = 'localhost:0'  # never contacted
+  node = acting.ActorNode(tc, 0, _Replay(), None, None, '/tmp/x', segment=3)
+  assert node._root == acting.launch_seed_path(tc.seed, 3)  # pylint: disable=protected-access
+  ev = acting.EvaluatorNode(tc, None, None, '/tmp/x', segment=2)
+  assert ev._root == acting.launch_seed_path(tc.seed, 2)  # pylint: disable=protected-access
