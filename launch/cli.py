@@ -203,6 +203,24 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   return segment
 
 
+def _reconcile(rd, checkpoint: str, segment: int) -> None:
+  """Counter and logs continue from the learner checkpoint's counts."""
+  from agents.common import resume as resume_lib
+  done = resume_lib.reconcile(rd, checkpoint, segment)
+  if done is None:
+    print('the checkpoint carries no counts; counts continue from '
+          'counter.json')
+    return
+  c, b = done['counts'], done['before']
+  if c != {k: b.get(k, 0) for k in c} or done['discarded_rows']:
+    print(f"counts continue from the checkpoint: env steps {c['env_steps']} "
+          f"(counter.json had {b.get('env_steps')}), learner steps "
+          f"{c['learner_steps']} (had {b.get('learner_steps')})")
+  if done['discarded_rows']:
+    print('log rows past the checkpoint moved to '
+          f'{resume_lib.discarded_dir(rd, segment)}: {done["discarded_rows"]}')
+
+
 def _refuse_if_nodes_alive(run_dir: str) -> None:
   """A launcher killed hard leaves its nodes to stop on their own (they
   poll it, then checkpoint and exit); until the last has, they still write
@@ -317,6 +335,8 @@ def train(args, extra, command: str = 'train') -> int:
   if os.path.exists(rd.final):
     os.unlink(rd.final)
   removed = rd.remove_stray_temporaries()
+  if resume:
+    _reconcile(rd, latest, segment)
   if removed:
     print(f'removed {len(removed)} unfinished temporary file(s) a killed '
           f'program left: {removed}')

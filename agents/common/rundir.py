@@ -77,7 +77,7 @@ class RunDir:
     killed mid-write) in the run directory and its checkpoint folder;
     returns their names. Only called while this launcher holds the lock."""
     removed = []
-    for d in (self.root, self.learner_checkpoints):
+    for d in (self.root, self.learner_checkpoints, self.logs):
       if os.path.isdir(d):
         for name in os.listdir(d):
           if name.startswith('.tmp-'):

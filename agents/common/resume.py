@@ -1,0 +1,116 @@
+"""Before a resume: one owner of truth for where the run stands.
+
+The learner checkpoint is that owner. Its metadata holds the global counts
+the learner saw at its last update before the save (the learner's own step
+count among them); counter.json and the logs are written on timers of their
+own, so after a hard kill they can be ahead of the checkpoint (rows and env
+steps whose learning was lost) or behind it. `reconcile` makes them agree
+with the checkpoint before any node starts:
+
+- counter.json takes the checkpoint's counts. Two things are kept from the
+  counter instead: `elapsed_s` (wall time since the program first started
+  is spent, whatever was lost) and `env_faults` (faults that happened);
+- every CSV under logs/ loses the rows past the checkpoint (by
+  learner_steps in learner.csv, discriminator_steps in discriminator.csv,
+  env_steps elsewhere), so on every axis a resumed run continues without
+  going back. Nothing is deleted: the removed rows and the old counter.json
+  go to logs/discarded/segment-<k>/.
+
+TensorBoard event files are append-only and are not rolled back: after a
+hard kill they may show the discarded stretch twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from typing import Optional
+
+from agents.common import checkpointing
+from agents.common import counting
+from agents.common.files import write_json_atomic
+from agents.common.rundir import RunDir
+
+# The count a CSV's rows are cut by; env_steps for any other file.
+AXIS = {'learner.csv': 'learner_steps',
+        'discriminator.csv': 'discriminator_steps'}
+# Counts that record events rather than progress: never rolled back.
+KEPT_FROM_COUNTER = ('env_faults',)
+
+
+def discarded_dir(rd: RunDir, segment: int) -> str:
+  return os.path.join(rd.logs, 'discarded', f'segment-{segment}')
+
+
+def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
+  """Rolls counter.json and logs/*.csv back (or forward) to `checkpoint`'s
+  counts, for the `segment`-th launch. Returns {'counts': ..., 'before':
+  counter.json's counts, 'discarded_rows': {file: n}}, or None when the
+  checkpoint predates count metadata (then nothing changes)."""
+  counts = checkpointing.read_metadata(checkpoint).get('counts')
+  if not counts or 'env_steps' not in counts:
+    return None
+  with open(rd.counter) as f:
+    state = json.load(f)
+  before = dict(state['counts'])
+  dest = discarded_dir(rd, segment)
+  new = {k: int(counts.get(k, before.get(k, 0)))
+         for k in counting.COUNT_KEYS}
+  for k in KEPT_FROM_COUNTER:
+    new[k] = int(before.get(k, 0))
+  if new != {k: int(before.get(k, 0)) for k in counting.COUNT_KEYS}:
+    os.makedirs(dest, exist_ok=True)
+    shutil.copy2(rd.counter, os.path.join(dest, 'counter.json'))
+    state['counts'] = new
+    state['elapsed_s'] = max(float(state['elapsed_s']),
+                             float(counts.get('elapsed_s', 0.0)))
+    write_json_atomic(rd.counter, state)
+  discarded = {}
+  for name in sorted(os.listdir(rd.logs)) if os.path.isdir(rd.logs) else []:
+    if name.endswith('.csv'):
+      axis = AXIS.get(name, 'env_steps')
+      n = _cut(os.path.join(rd.logs, name), axis, new[axis], dest)
+      if n:
+        discarded[name] = n
+  return {'counts': new, 'before': before, 'discarded_rows': discarded}
+
+
+def _cut(path: str, axis: str, limit: int, dest: str) -> int:
+  """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
+  dest/<same name> (appended, with the header); returns how many moved."""
+  with open(path, newline='') as f:
+    reader = csv.reader(f)
+    header = next(reader, None)
+    rows = list(reader)
+  if header is None or axis not in header:
+    return 0
+  col = header.index(axis)
+
+  def past(row):
+    try:
+      return float(row[col]) > limit
+    except (IndexError, ValueError):
+      return False   # a torn last line: kept as it was
+  gone = [r for r in rows if past(r)]
+  if not gone:
+    return 0
+  os.makedirs(dest, exist_ok=True)
+  out = os.path.join(dest, os.path.basename(path))
+  fresh = not os.path.exists(out)
+  with open(out, 'a', newline='') as f:
+    w = csv.writer(f)
+    if fresh:
+      w.writerow(header)
+    w.writerows(gone)
+  tmp = os.path.join(os.path.dirname(path),
+                     f'.tmp-{os.path.basename(path)}.{os.getpid()}')
+  with open(tmp, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow(header)
+    w.writerows(r for r in rows if not past(r))
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+  return len(gone)

@@ -1,0 +1,96 @@
+"""Before a resume, counter and logs are made to agree with the checkpoint."""
+
+import csv
+import json
+import os
+
+import numpy as np
+
+from agents.common import checkpointing
+from agents.common import counting
+from agents.common import resume
+from agents.common.rundir import RunDir
+
+
+def _write_csv(path, header, rows):
+  with open(path, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow(header)
+    w.writerows(rows)
+
+
+def _read(path):
+  with open(path, newline='') as f:
+    return list(csv.reader(f))
+
+
+def _run_dir(tmp_path, ckpt_counts):
+  rd = RunDir(str(tmp_path)).make()
+  c = counting.Counter(rd.counter)
+  c.increment(env_steps=5000, learner_steps=200, episodes=5, env_faults=2)
+  c.save()
+  path = checkpointing.save_numbered(
+      rd.learner_checkpoints, 120, {'w': np.zeros(3, np.float32)},
+      metadata={'counts': ckpt_counts})
+  # Learner rows at steps 10..200, 10 env steps per learner step.
+  _write_csv(os.path.join(rd.logs, 'learner.csv'),
+             ['env_steps', 'learner_steps', 'loss'],
+             [[25 * s, s, 0.1 * s] for s in range(10, 201, 10)])
+  _write_csv(os.path.join(rd.logs, 'evaluator.csv'),
+             ['env_steps', 'learner_steps', 'eval_return'],
+             [[e, e // 25, e / 10] for e in range(1000, 5001, 1000)])
+  return rd, path
+
+
+def test_counts_and_logs_roll_back_to_the_checkpoint(tmp_path):
+  ckpt = {'env_steps': 3000, 'learner_steps': 120, 'episodes': 3,
+          'discriminator_steps': 0, 'rounds': 0, 'env_faults': 0,
+          'elapsed_s': 1.0}
+  rd, path = _run_dir(tmp_path, ckpt)
+  old_learner = _read(os.path.join(rd.logs, 'learner.csv'))
+  old_eval = _read(os.path.join(rd.logs, 'evaluator.csv'))
+  done = resume.reconcile(rd, path, segment=2)
+
+  restored = counting.Counter(rd.counter, restore=True).get_counts()
+  assert restored['env_steps'] == 3000
+  assert restored['learner_steps'] == 120
+  assert restored['episodes'] == 3
+  # Faults happened whatever was lost; the wall time was spent.
+  assert restored['env_faults'] == 2
+  assert restored['elapsed_s'] >= json.load(open(os.path.join(
+      resume.discarded_dir(rd, 2), 'counter.json')))['elapsed_s']
+  assert done['before']['env_steps'] == 5000
+
+  learner = _read(os.path.join(rd.logs, 'learner.csv'))
+  assert [int(r[1]) for r in learner[1:]] == list(range(10, 121, 10))
+  evaluator = _read(os.path.join(rd.logs, 'evaluator.csv'))
+  assert [int(r[0]) for r in evaluator[1:]] == [1000, 2000, 3000]
+  assert done['discarded_rows'] == {'learner.csv': 8, 'evaluator.csv': 2}
+  # Nothing is lost: kept + discarded rows are the original rows.
+  dest = resume.discarded_dir(rd, 2)
+  gone = _read(os.path.join(dest, 'learner.csv'))
+  assert gone[0] == old_learner[0]
+  assert learner[1:] + gone[1:] == old_learner[1:]
+  assert evaluator[1:] + _read(os.path.join(dest, 'evaluator.csv'))[1:] == \
+      old_eval[1:]
+
+
+def test_counter_behind_the_checkpoint_moves_forward(tmp_path):
+  ckpt = {'env_steps': 6000, 'learner_steps': 240, 'episodes': 6,
+          'elapsed_s': 1.0}
+  rd, path = _run_dir(tmp_path, ckpt)
+  done = resume.reconcile(rd, path, segment=3)
+  restored = counting.Counter(rd.counter, restore=True).get_counts()
+  assert restored['env_steps'] == 6000 and restored['learner_steps'] == 240
+  assert done['discarded_rows'] == {}
+
+
+def test_a_checkpoint_without_counts_changes_nothing(tmp_path):
+  rd, _ = _run_dir(tmp_path, {'env_steps': 1})
+  bare = checkpointing.save_numbered(rd.learner_checkpoints, 130,
+                                     {'w': np.zeros(3, np.float32)})
+  before = open(rd.counter).read(), _read(os.path.join(rd.logs,
+                                                       'learner.csv'))
+  assert resume.reconcile(rd, bare, segment=2) is None
+  assert (open(rd.counter).read(),
+          _read(os.path.join(rd.logs, 'learner.csv'))) == before

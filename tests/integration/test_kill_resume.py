@@ -1,0 +1,100 @@
+"""Hard kills, then resume (slow, `make test-slow`): the whole program is
+SIGKILLed at a random moment, and the resumed run's counts and logs continue
+from the learner checkpoint without going back or double counting."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agents.common import checkpointing
+from agents.common import logs
+from tests.integration.conftest import (ROOT, processes_mentioning,
+                                        run_tandem)
+
+TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
+
+
+def _start(runs_root, name, extra):
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  return subprocess.Popen(
+      [sys.executable, '-m', 'launch.cli'] + TINY +
+      ['--runs_root', runs_root, '--name', name] + extra,
+      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _learner_steps(run_dir):
+  try:
+    with open(os.path.join(run_dir, 'progress.json')) as f:
+      return json.load(f)['counts']['learner_steps']
+  except (OSError, ValueError, KeyError):
+    return 0
+
+
+def _kill_everything(proc, run_dir):
+  proc.send_signal(signal.SIGKILL)
+  for pid in processes_mentioning(run_dir):
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+  proc.wait()
+  deadline = time.time() + 30
+  while processes_mentioning(run_dir) and time.time() < deadline:
+    time.sleep(0.2)
+
+
+def _monotone(run_dir):
+  for name in os.listdir(os.path.join(run_dir, 'logs')):
+    if not name.endswith('.csv'):
+      continue
+    rows = logs.read_csv(os.path.join(run_dir, 'logs', name))
+    env = [r['env_steps'] for r in rows]
+    assert env == sorted(env), f'{name}: env_steps go back'
+    if name == 'learner.csv':
+      steps = [r['learner_steps'] for r in rows]
+      assert all(b > a for a, b in zip(steps, steps[1:])), \
+          f'{name}: learner_steps not strictly increasing'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', [0, 1])
+def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
+  rng = random.Random(seed)
+  name = f'kill{seed}'
+  run_dir = os.path.join(runs_root, name)
+  # Periodic checkpoints every 2 s: the kill lands between two of them.
+  proc = _start(runs_root, name, ['--env_step_budget=10000000',
+                                  '--checkpoint_period_s=2'])
+  target = rng.randint(60, 300)
+  deadline = time.time() + 180
+  while _learner_steps(run_dir) < target and time.time() < deadline:
+    time.sleep(0.2)
+  time.sleep(rng.uniform(0, 2))
+  _kill_everything(proc, run_dir)
+  assert processes_mentioning(run_dir) == []
+
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  saved = checkpointing.read_metadata(latest)['counts']
+  budget = saved['env_steps'] + 1500
+  r = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                  f'--env_step_budget={budget}'])
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  _monotone(run_dir)
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
+  resumed = [x for x in rows if x['learner_steps'] > saved['learner_steps']]
+  # The first resumed update follows the restored step directly: the
+  # counter's learner_steps was the checkpoint's, not counter.json's.
+  assert resumed and resumed[0]['learner_steps'] == \
+      saved['learner_steps'] + 1
+  # Env steps continue from the checkpoint's count.
+  assert min(x['env_steps'] for x in resumed) >= saved['env_steps']
+  final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  assert final['env_steps'] >= budget
