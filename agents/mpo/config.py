@@ -18,6 +18,8 @@ TEMPERATURE_FOR_WEIGHTS = ('before_update', 'after_update')
 SOLVERS = ('gradient', 'exact')
 TARGET_UPDATES = ('periodic', 'polyak')
 ESTEP_STATES = ('current', 'current_and_next', 'next')
+INIT_SCHEMES = ('tandem', 'acme')  # agents/mpo/networks.py: SCHEMES
+GRAD_CLIP_MODES = ('per_network', 'joint')
 
 
 class ConfigError(ValueError):
@@ -180,9 +182,33 @@ class MPOConfig:
   # Networks.
   policy_layers: tuple = (256, 256, 256)
   critic_layers: tuple = (256, 256, 256)
+  # The policy's initial stddev (and the softplus scale after it). Acme's
+  # make_control_networks defaults to 0.7 (acme/agents/jax/mpo/networks.py:
+  # 193) but its MPO baseline passes 0.5 (examples/baselines/rl_continuous/
+  # run_mpo.py:57), as here. It stays its own field, outside `init`, because
+  # actors read it to act and would disagree with a scheme-dependent value.
   policy_init_scale: float = 0.5
   policy_min_scale: float = 1e-6
+  # Initial weights (networks.SCHEMES):
+  #   tandem: lecun-normal torso, heads at 1e-4 (policy) and 1e-2 (critic)
+  #           times lecun-normal: the default, unchanged until a study says
+  #           the other learns better on our tasks.
+  #   acme:   Acme JAX MPO's: UniformScaling(0.333) torso, policy head
+  #           VarianceScaling(1e-4) (stddev 0.01/sqrt(fan_in), 100x tandem's),
+  #           critic head TruncatedNormal(0.01) whatever the fan-in (about
+  #           14x tandem's at 256 units).
+  init: str = 'tandem'
   # Losses.
+  # KL bounds: ε for the E-step (temperature), ε_mean and ε_stddev for the
+  # M-step (alphas). Per-dimension convention: with per_dim_constraining,
+  # epsilon_mean and epsilon_stddev are the budgets of the whole action and
+  # the learner divides them by the action dimension D, bounding each
+  # dimension's KL by ε/D (learner.kl_bounds). This is the rule of thumb of
+  # Acme's MPO README ("divide it by the number of dimensions in the action
+  # space"); Acme's code itself applies epsilon_mean to every dimension
+  # undivided, so Acme's 0.0025 equals Tandem's 0.0025·D. The bounds used
+  # are logged as epsilon_used, epsilon_mean_used, epsilon_stddev_used and
+  # epsilon_penalty_used. ε and ε_penalty are never divided.
   epsilon: float = 0.1
   epsilon_mean: float = 0.0025
   epsilon_stddev: float = 1e-6
@@ -208,6 +234,22 @@ class MPOConfig:
   critic_optimizer: OptimizerConfig = dataclasses.field(
       default_factory=lambda: OptimizerConfig(owner='MPOConfig.critic_optimizer'))
   max_grad_norm: float = 40.0
+  # How max_grad_norm applies:
+  #   per_network: the policy's and the critic's gradients are each clipped
+  #                to global norm max_grad_norm by their own optimizer (the
+  #                default, as before this field existed).
+  #   joint:       one global norm over both gradients together; both are
+  #                scaled by the same min(1, max_grad_norm / ‖(g_π, g_Q)‖),
+  #                so a large critic gradient also shrinks the policy's step.
+  #                This is Acme's MPOLearner default: one optimizer over all
+  #                network params, optax.chain(clip_by_global_norm(40), adam)
+  #                (acme/agents/jax/mpo/learning.py:209-215, 742-748). Acme's
+  #                MPOBuilder passes its own unclipped adamw instead
+  #                (builder.py:143-147, 188-189), so its launched agents do not
+  #                clip network gradients at all. Duals are never clipped
+  #                here (Acme's MPOLearner default clips them, jointly, to
+  #                the same bound; its builder does not).
+  grad_clip_mode: str = 'per_network'
   duals: DualConfig = dataclasses.field(default_factory=DualConfig)
   target_update: str = 'periodic'
   target_update_period: int = 100
@@ -226,6 +268,8 @@ class MPOConfig:
       _positive(o, f, getattr(self, f))
     _int_at_least(o, 'num_samples', self.num_samples, 2)
     _one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
+    _one_of(o, 'init', self.init, INIT_SCHEMES)
+    _one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)
     if self.epsilon >= math.log(self.num_samples):
       _fail(o, 'epsilon', f'a value < log(num_samples) = '
             f'{math.log(self.num_samples):.3f} (the largest KL a reweighting '

@@ -9,7 +9,8 @@ One SGD step (Abdolmaleki et al. 2018a, b):
      evaluate the target critic (on actions clipped to the box).
   2. Update the temperatures on those fixed Q-values (duals.py).
   3. Weight the samples with η before or after that update (config).
-  4. Gradient step on critic (n-step TD) and policy (weighted ML + KL terms).
+  4. Gradient step on critic (n-step TD) and policy (weighted ML + KL terms),
+     gradients clipped per network or jointly (`grad_clip_mode`).
   5. Update the alphas on this batch's KLs.
   6. Skip everything if anything is non-finite; update the target networks.
 """
@@ -55,23 +56,46 @@ class Dims:
   action: int
 
 
+def _own_clip(cfg: MPOConfig) -> Optional[float]:
+  # Per network, each optimizer clips its own gradient; jointly, sgd_step
+  # clips both before the optimizers (clip_jointly), which then must not.
+  return cfg.max_grad_norm if cfg.grad_clip_mode == 'per_network' else None
+
+
 def _policy_opt(cfg: MPOConfig):
   return optimizers.make(cfg.policy_optimizer.name,
-                         cfg.policy_optimizer.learning_rate, cfg.max_grad_norm)
+                         cfg.policy_optimizer.learning_rate, _own_clip(cfg))
 
 
 def _critic_opt(cfg: MPOConfig):
   return optimizers.make(cfg.critic_optimizer.name,
-                         cfg.critic_optimizer.learning_rate, cfg.max_grad_norm)
+                         cfg.critic_optimizer.learning_rate, _own_clip(cfg))
+
+
+def clip_jointly(grads, max_norm: float):
+  """Scales every leaf of `grads` (e.g. (g_policy, g_critic)) by one factor
+  min(1, max_norm / global norm of all leaves together), exactly as optax's
+  clip_by_global_norm does for one tree."""
+  clipped, _ = optax.clip_by_global_norm(max_norm).update(
+      grads, optax.EmptyState())
+  return clipped
+
+
+def kl_bounds(cfg: MPOConfig, action_dim: int) -> tuple[float, float]:
+  """(ε_mean, ε_stddev) that each alpha enforces on its KL: the configured
+  bounds divided by the action dimension when per-dimension constraining
+  (the configured values budget the whole action; see MPOConfig)."""
+  share = action_dim if cfg.per_dim_constraining else 1
+  return cfg.epsilon_mean / share, cfg.epsilon_stddev / share
 
 
 def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
   key = jax.random.PRNGKey(seed)
   key, kp, kc = jax.random.split(key, 3)
   policy = networks.init_policy(kp, dims.observation, dims.action,
-                                cfg.policy_layers)
+                                cfg.policy_layers, cfg.init)
   critic = networks.init_critic(kc, dims.observation, dims.action,
-                                cfg.critic_layers)
+                                cfg.critic_layers, cfg.init)
   num_alphas = dims.action if cfg.per_dim_constraining else 1
   copy = lambda t: jax.tree_util.tree_map(jnp.array, t)
   return LearnerState(
@@ -141,10 +165,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   """One MPO SGD step (pure; jit or scan it). Returns (state, metrics)."""
   dcfg = cfg.duals
   apply_policy = lambda p, o: _apply_policy(cfg, p, o)
-  action_dim = batch.action.shape[-1]
-  eps_mean = cfg.epsilon_mean / (action_dim if cfg.per_dim_constraining else 1)
-  eps_stddev = cfg.epsilon_stddev / (
-      action_dim if cfg.per_dim_constraining else 1)
+  eps_mean, eps_stddev = kl_bounds(cfg, batch.action.shape[-1])
 
   key, k_estep, k_boot = jax.random.split(state.key, 3)
   count, horizon = state.steps, state.horizon
@@ -192,6 +213,9 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   (_, aux), (g_policy, g_critic) = jax.value_and_grad(
       loss_fn, argnums=(0, 1), has_aux=True)(state.policy, state.critic)
   terms = aux['terms']
+  grad_norms = (optax.global_norm(g_policy), optax.global_norm(g_critic))
+  if cfg.grad_clip_mode == 'joint':
+    g_policy, g_critic = clip_jointly((g_policy, g_critic), cfg.max_grad_norm)
   p_upd, policy_opt = _policy_opt(cfg).update(
       g_policy, optimizers.with_learning_rate(state.policy_opt,
                                               lr(cfg.policy_optimizer)),
@@ -240,6 +264,12 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
       'kl_q_rel': kl_q / cfg.epsilon,
       'kl_mean_rel': jnp.mean(terms.kl_mean) / eps_mean,
       'kl_stddev_rel': jnp.mean(terms.kl_stddev) / eps_stddev,
+      # The bounds the duals enforced this step (kl_bounds), so a log says
+      # which ε a run used whatever the per-dimension convention.
+      'epsilon_used': jnp.float32(cfg.epsilon),
+      'epsilon_mean_used': jnp.float32(eps_mean),
+      'epsilon_stddev_used': jnp.float32(eps_stddev),
+      'epsilon_penalty_used': jnp.float32(cfg.epsilon_penalty),
       'temperature': t_info.temperature_after,
       'temperature_used': temperature,
       'penalty_temperature': t_info.penalty_temperature_after,
@@ -253,6 +283,9 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
       'q_max': jnp.max(q_estep),
       'policy_stddev_min': jnp.min(aux['online_stddev']),
       'policy_stddev_max': jnp.max(aux['online_stddev']),
+      # Before any clipping: above max_grad_norm means clipping acted.
+      'grad_norm_policy': grad_norms[0],
+      'grad_norm_critic': grad_norms[1],
       'learning_rate_policy': lr(cfg.policy_optimizer),
       'learning_rate_critic': lr(cfg.critic_optimizer),
       'learning_rate_temperature': lr(dcfg.temperature_optimizer),

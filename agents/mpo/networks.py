@@ -8,11 +8,17 @@ LayerNorm and tanh (it keeps the input scale of unnormalised observations in
 check), later layers by ELU. The policy is a diagonal Gaussian with an
 unsquashed mean; actions are clipped to [-1, 1] only when sent to the
 environment, and MPO's action penalisation keeps the mean inside the box.
+
+Initial weights follow one of two schemes (MPOConfig.init, SCHEMES below):
+'tandem' (lecun-normal torso, near-zero heads) or 'acme' (the initialisers of
+Acme's JAX MPO control networks). Biases and LayerNorm offsets start at 0 and
+LayerNorm scales at 1 in both, as in Haiku's defaults.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+import functools
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -27,12 +33,82 @@ class GaussianParams(NamedTuple):
   stddev: jax.Array
 
 
+# The stddev of a standard normal truncated to [-2, 2]
+# (scipy.stats.truncnorm.std(-2, 2)); Haiku's VarianceScaling divides by it
+# so the truncated samples have the intended stddev.
+_TRUNCATED_STD = 0.87962566
+
+
 def _dense_init(key, n_in: int, n_out: int, scale: float = 1.0) -> Params:
-  # Variance scaling (fan-in, truncated normal) as in Acme/Haiku MLPs.
-  std = scale * jnp.sqrt(1.0 / n_in) / 0.87962566
+  """w [n_in, n_out]: normal truncated to ±2 stddevs, with stddev (after the
+  truncation) scale / sqrt(n_in); b [n_out] zeros.
+
+  scale=1 is Haiku's VarianceScaling(1.0) (lecun normal); note that `scale`
+  multiplies the stddev, where VarianceScaling's argument multiplies the
+  variance: VarianceScaling(v) is scale=sqrt(v).
+  """
+  std = scale * jnp.sqrt(1.0 / n_in) / _TRUNCATED_STD
   w = std * jax.random.truncated_normal(key, -2.0, 2.0, (n_in, n_out),
                                         jnp.float32)
   return {'w': w, 'b': jnp.zeros((n_out,), jnp.float32)}
+
+
+def _uniform_scaling_init(key, n_in: int, n_out: int, scale: float) -> Params:
+  """Haiku's UniformScaling(scale): w [n_in, n_out] ~ U(-L, L) with
+  L = scale * sqrt(3 / n_in) (stddev scale / sqrt(n_in)); b [n_out] zeros."""
+  limit = scale * jnp.sqrt(3.0 / n_in)
+  w = jax.random.uniform(key, (n_in, n_out), jnp.float32, -limit, limit)
+  return {'w': w, 'b': jnp.zeros((n_out,), jnp.float32)}
+
+
+def _truncated_normal_init(key, n_in: int, n_out: int,
+                           stddev: float) -> Params:
+  """Haiku's TruncatedNormal(stddev): w [n_in, n_out] = stddev · z, z a
+  standard normal truncated to [-2, 2], whatever n_in (so the samples'
+  stddev is 0.88 · stddev and |w| < 2 · stddev); b [n_out] zeros."""
+  w = stddev * jax.random.truncated_normal(key, -2.0, 2.0, (n_in, n_out),
+                                           jnp.float32)
+  return {'w': w, 'b': jnp.zeros((n_out,), jnp.float32)}
+
+
+LayerInit = Callable[..., Params]  # (key, n_in, n_out) -> {'w', 'b'}
+
+
+class InitScheme(NamedTuple):
+  """Weight initialisers for each kind of dense layer."""
+  torso: LayerInit        # every torso layer, the first one included
+  policy_head: LayerInit  # the mean and the stddev pre-activation layers
+  critic_head: LayerInit  # the scalar Q output
+
+
+SCHEMES = {
+    # Tandem's own: lecun-normal torso; heads small enough that the initial
+    # policy is N(≈0, init_scale) and Q ≈ 0 for every state.
+    'tandem': InitScheme(
+        torso=_dense_init,
+        policy_head=functools.partial(_dense_init, scale=1e-4),
+        critic_head=functools.partial(_dense_init, scale=1e-2)),
+    # Acme's JAX MPO control networks (acme/agents/jax/mpo/networks.py,
+    # make_control_networks): LayerNormMLP's default w_init is
+    # UniformScaling(0.333) (acme/jax/networks/continuous.py:23,45);
+    # MultivariateNormalDiagHead's loc and scale layers use
+    # VarianceScaling(1e-4), fan-in truncated normal, i.e. stddev
+    # 0.01/sqrt(n_in) (acme/jax/networks/distributional.py:275,289-290); the
+    # non-distributional critic's output layer TruncatedNormal(0.01)
+    # (acme/agents/jax/mpo/networks.py:245-247). The policy's initial stddev
+    # (init_scale) is not part of a scheme: see MPOConfig.policy_init_scale.
+    'acme': InitScheme(
+        torso=functools.partial(_uniform_scaling_init, scale=0.333),
+        policy_head=functools.partial(_dense_init, scale=1e-2),
+        critic_head=functools.partial(_truncated_normal_init, stddev=0.01)),
+}
+
+
+def _scheme(name: str) -> InitScheme:
+  if name not in SCHEMES:
+    raise ValueError(f'init scheme: expected one of {sorted(SCHEMES)}, '
+                     f'got {name!r}')
+  return SCHEMES[name]
 
 
 def _dense(p: Params, x: jax.Array) -> jax.Array:
@@ -45,11 +121,15 @@ def _layer_norm(p: Params, x: jax.Array) -> jax.Array:
   return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p['scale'] + p['offset']
 
 
-def init_torso(key, n_in: int, layers: Sequence[int]) -> Params:
+def init_torso(key, n_in: int, layers: Sequence[int],
+               scheme: str = 'tandem') -> Params:
+  """Dense layers n_in -> layers[0] -> ... -> layers[-1], LayerNorm on the
+  first."""
+  layer_init = _scheme(scheme).torso
   keys = jax.random.split(key, len(layers))
   dense, sizes = [], (n_in,) + tuple(layers)
   for k, a, b in zip(keys, sizes[:-1], sizes[1:]):
-    dense.append(_dense_init(k, a, b))
+    dense.append(layer_init(k, a, b))
   ln = {'scale': jnp.ones((layers[0],), jnp.float32),
         'offset': jnp.zeros((layers[0],), jnp.float32)}
   return {'dense': dense, 'ln': ln}
@@ -63,14 +143,15 @@ def apply_torso(p: Params, x: jax.Array) -> jax.Array:
   return h
 
 
-def init_policy(key, obs_dim: int, action_dim: int,
-                layers: Sequence[int]) -> Params:
+def init_policy(key, obs_dim: int, action_dim: int, layers: Sequence[int],
+                scheme: str = 'tandem') -> Params:
+  head = _scheme(scheme).policy_head
   k1, k2, k3 = jax.random.split(key, 3)
-  return {'torso': init_torso(k1, obs_dim, layers),
+  return {'torso': init_torso(k1, obs_dim, layers, scheme),
           # Small init keeps the initial mean near 0 and the initial stddev
           # near init_scale for every state.
-          'mean': _dense_init(k2, layers[-1], action_dim, scale=1e-4),
-          'stddev': _dense_init(k3, layers[-1], action_dim, scale=1e-4)}
+          'mean': head(k2, layers[-1], action_dim),
+          'stddev': head(k3, layers[-1], action_dim)}
 
 
 def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
@@ -87,11 +168,11 @@ def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
   return GaussianParams(mean, stddev)
 
 
-def init_critic(key, obs_dim: int, action_dim: int,
-                layers: Sequence[int]) -> Params:
+def init_critic(key, obs_dim: int, action_dim: int, layers: Sequence[int],
+                scheme: str = 'tandem') -> Params:
   k1, k2 = jax.random.split(key)
-  return {'torso': init_torso(k1, obs_dim + action_dim, layers),
-          'head': _dense_init(k2, layers[-1], 1, scale=1e-2)}
+  return {'torso': init_torso(k1, obs_dim + action_dim, layers, scheme),
+          'head': _scheme(scheme).critic_head(k2, layers[-1], 1)}
 
 
 def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:

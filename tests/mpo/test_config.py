@@ -23,6 +23,8 @@ BAD = [
     ('target_polyak_tau', 0.0, 'MPOConfig.target_polyak_tau'),
     ('sgd_steps_per_call', 0, 'MPOConfig.sgd_steps_per_call'),
     ('max_grad_norm', 0.0, 'MPOConfig.max_grad_norm'),
+    ('init', 'xavier', 'MPOConfig.init'),
+    ('grad_clip_mode', 'global', 'MPOConfig.grad_clip_mode'),
     ('policy_optimizer.name', 'lbfgs', 'MPOConfig.policy_optimizer.name'),
     ('policy_optimizer.learning_rate', 0.0,
      'MPOConfig.policy_optimizer.learning_rate'),
@@ -78,3 +80,36 @@ def test_defaults_are_in_acme_range_and_overrides_apply():
                           'duals.alpha_optimizer.name': 'sgd'})
   assert c2.duals.num_steps == 10 and c2.duals.alpha_optimizer.name == 'sgd'
   assert c.duals.num_steps == 1  # frozen original untouched
+
+
+def test_unknown_init_and_clip_mode_name_the_choices():
+  with pytest.raises(config.ConfigError) as e:
+    config.replace(config.MPOConfig(), {'init': 'haiku'})
+  assert "'tandem'" in str(e.value) and "'acme'" in str(e.value)
+  with pytest.raises(config.ConfigError) as e:
+    config.replace(config.MPOConfig(), {'grad_clip_mode': 'both'})
+  assert "'per_network'" in str(e.value) and "'joint'" in str(e.value)
+
+
+def test_init_and_clipping_default_to_the_behaviour_before_they_existed():
+  c = config.MPOConfig()
+  assert (c.init, c.grad_clip_mode) == ('tandem', 'per_network')
+  assert c.policy_init_scale == 0.5  # outside `init`: actors read it
+
+
+@pytest.mark.parametrize('path, value', [('mpo.init', 'acme'),
+                                         ('mpo.grad_clip_mode', 'joint')])
+def test_resume_refuses_a_changed_init_or_clip_mode(path, value):
+  # They change what the checkpoint's run means (and `grad_clip_mode` the
+  # optimizer state's structure), so they are not RESUMABLE_FIELDS.
+  from launch import config as launch_config
+  old = launch_config.TrainConfig()
+  new = launch_config.apply_overrides(old, {path: value})
+  assert path not in launch_config.RESUMABLE_FIELDS
+  with pytest.raises(config.ConfigError, match=path.replace('.', '\\.')):
+    launch_config.check_resume_overrides(old, new)
+  # A config file of a run from before the fields existed loads with the
+  # old behaviour.
+  data = launch_config.to_dict(old)
+  del data['mpo']['init'], data['mpo']['grad_clip_mode']
+  assert launch_config.from_dict(data) == old

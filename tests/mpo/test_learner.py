@@ -238,3 +238,82 @@ def test_estep_states_reuse_the_bootstrap_samples_at_next_states():
       rtol=1e-5, atol=1e-5)
   for e in got.values():
     np.testing.assert_array_equal(e.td_target, cur.td_target)
+
+
+# --------------------------------------------------------------------------
+# Gradient clipping (grad_clip_mode) and the logged KL bounds.
+
+def _tree_norm(a, b):
+  """Global norm of the difference of two trees."""
+  return float(jnp.sqrt(sum(jnp.sum(jnp.square(x - y)) for x, y in zip(
+      jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))))
+
+
+def test_clip_jointly_scales_all_trees_by_one_factor():
+  g = ({'w': jnp.array([3.0])}, {'w': jnp.array([4.0])})   # joint norm 5
+  p, c = learner.clip_jointly(g, 1.0)
+  np.testing.assert_allclose([p['w'][0], c['w'][0]], [0.6, 0.8], rtol=1e-6)
+  p, c = learner.clip_jointly(g, 10.0)                        # inactive
+  np.testing.assert_array_equal([p['w'][0], c['w'][0]], [3.0, 4.0])
+
+
+def _sgd_step_deltas(mode, max_norm):
+  """One plain-SGD (lr 1) step: the policy's and the critic's parameter
+  changes, which are minus their (clipped) gradients, and the metrics."""
+  cfg = _cfg(grad_clip_mode=mode, max_grad_norm=max_norm,
+             **{'policy_optimizer.name': 'sgd',
+                'policy_optimizer.learning_rate': 1.0,
+                'critic_optimizer.name': 'sgd',
+                'critic_optimizer.learning_rate': 1.0})
+  state = learner.init(cfg, DIMS, seed=0)
+  before = _copy((state.policy, state.critic))
+  new, m = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))(state, _batch())
+  assert bool(m['finite'])
+  return (_tree_norm(new.policy, before[0]),
+          _tree_norm(new.critic, before[1]), m)
+
+
+def test_per_network_clips_each_gradient_and_joint_clips_them_together():
+  bound = 1e-3
+  d_pol, d_crit, m = _sgd_step_deltas('per_network', bound)
+  g_pol, g_crit = float(m['grad_norm_policy']), float(m['grad_norm_critic'])
+  assert min(g_pol, g_crit) > 10 * bound  # both clipped, whichever mode
+  assert d_pol == pytest.approx(bound, rel=1e-3)
+  assert d_crit == pytest.approx(bound, rel=1e-3)
+  j_pol, j_crit, m_joint = _sgd_step_deltas('joint', bound)
+  assert float(m_joint['grad_norm_policy']) == pytest.approx(g_pol, rel=1e-6)
+  # One factor for both: the joint step has norm `bound` and each network
+  # keeps its share of the raw gradient.
+  total = np.hypot(g_pol, g_crit)
+  assert np.hypot(j_pol, j_crit) == pytest.approx(bound, rel=1e-3)
+  assert j_pol == pytest.approx(bound * g_pol / total, rel=1e-3)
+  assert j_crit == pytest.approx(bound * g_crit / total, rel=1e-3)
+
+
+def test_joint_and_per_network_are_identical_while_clipping_is_inactive():
+  # Adam steps, as in the default config; two, so the second sees moments.
+  batches = _batch(k=2)
+  states, metrics = {}, {}
+  for mode in ('per_network', 'joint'):
+    cfg = _cfg(grad_clip_mode=mode, max_grad_norm=1e9)
+    states[mode], metrics[mode] = learner.make_update(cfg)(
+        learner.init(cfg, DIMS, 0), batches)
+  assert float(metrics['joint']['grad_norm_critic']) < 1e9
+  a, b = states['per_network'], states['joint']
+  _assert_trees_equal((a.policy, a.critic, a.duals),
+                      (b.policy, b.critic, b.duals))
+
+
+@pytest.mark.parametrize('per_dim', [True, False])
+def test_metrics_log_the_kl_bounds_used(per_dim):
+  cfg = _cfg(per_dim_constraining=per_dim, epsilon=0.2, epsilon_mean=0.01,
+             epsilon_stddev=1e-4, epsilon_penalty=0.002)
+  state = learner.init(cfg, DIMS, 0)
+  _, m = learner.make_update(cfg)(state, _batch(k=1))
+  share = DIMS.action if per_dim else 1   # the per-dimension convention
+  assert float(m['epsilon_mean_used']) == pytest.approx(0.01 / share)
+  assert float(m['epsilon_stddev_used']) == pytest.approx(1e-4 / share)
+  assert float(m['epsilon_used']) == pytest.approx(0.2)      # never divided
+  assert float(m['epsilon_penalty_used']) == pytest.approx(0.002)
+  assert learner.kl_bounds(cfg, DIMS.action) == pytest.approx(
+      (0.01 / share, 1e-4 / share))

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from agents.mpo import config
 from agents.mpo import learner
@@ -83,3 +84,147 @@ def test_clipped_gaussian_log_prob_is_the_density_of_clipped_actions():
   assert float(at_edge[1, 0]) > np.log(0.85)
   assert float(networks.gaussian_log_prob(dist, jnp.ones((3, 1)))[1, 0]) < \
       np.log(0.5)
+
+
+# --------------------------------------------------------------------------
+# Initialisation schemes (MPOConfig.init).
+
+def _leaves(tree):
+  return {jax.tree_util.keystr(p): np.asarray(x)
+          for p, x in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+# Σ|w| of every nonzero leaf of learner.init(seed=0) with the SMALL-sized
+# config below, recorded from the code before schemes existed: 'tandem' must
+# keep reproducing them (bit-for-bit equality is checked against the old
+# construction below; these catch a change to _dense_init itself).
+_TANDEM_ABS_SUMS = {
+    "[0]['mean']['w']": 0.0008690908346977722,
+    "[0]['stddev']['w']": 0.0008415077959966766,
+    "[0]['torso']['dense'][0]['w']": 48.60753776750062,
+    "[0]['torso']['dense'][1]['w']": 148.92352503968868,
+    "[1]['head']['w']": 0.040688571316422895,
+    "[1]['torso']['dense'][0]['w']": 70.6819220262114,
+    "[1]['torso']['dense'][1]['w']": 156.63075562749873,
+}
+
+
+def _small_cfg(**kw):
+  return config.replace(config.MPOConfig(), dict(
+      policy_layers=(32, 32), critic_layers=(32, 32), batch_size=16,
+      num_samples=8, **kw))
+
+
+def test_tandem_init_is_the_init_from_before_schemes():
+  state = learner.init(_small_cfg(), learner.Dims(5, 2), seed=0)
+  assert config.MPOConfig().init == 'tandem'
+  got = _leaves((state.policy, state.critic))
+  for path, total in _TANDEM_ABS_SUMS.items():
+    assert float(np.sum(np.abs(got[path].astype(np.float64)))) == (
+        pytest.approx(total, rel=1e-5)), path
+  # The pre-scheme construction, key for key: lecun-normal torso layers,
+  # heads at scale 1e-4 (policy) and 1e-2 (critic).
+  _, kp, kc = jax.random.split(jax.random.PRNGKey(0), 3)
+
+  def old_torso(key, n_in):
+    k = jax.random.split(key, 2)
+    return {'dense': [networks._dense_init(k[0], n_in, 32),
+                      networks._dense_init(k[1], 32, 32)],
+            'ln': {'scale': jnp.ones((32,)), 'offset': jnp.zeros((32,))}}
+  k1, k2, k3 = jax.random.split(kp, 3)
+  old_policy = {'torso': old_torso(k1, 5),
+                'mean': networks._dense_init(k2, 32, 2, scale=1e-4),
+                'stddev': networks._dense_init(k3, 32, 2, scale=1e-4)}
+  k1, k2 = jax.random.split(kc)
+  old_critic = {'torso': old_torso(k1, 7),
+                'head': networks._dense_init(k2, 32, 1, scale=1e-2)}
+  want = _leaves((old_policy, old_critic))
+  assert got.keys() == want.keys()
+  for path in want:
+    np.testing.assert_array_equal(got[path], want[path], err_msg=path)
+
+
+def test_scheme_names_match_the_config_choices():
+  assert set(networks.SCHEMES) == set(config.INIT_SCHEMES)
+  with pytest.raises(ValueError, match='tandem'):
+    networks.init_policy(jax.random.PRNGKey(0), 3, 2, (8,), scheme='xavier')
+
+
+def test_learner_init_uses_the_configured_scheme():
+  cfg = _small_cfg(init='acme')
+  state = learner.init(cfg, learner.Dims(5, 2), seed=0)
+  _, kp, kc = jax.random.split(jax.random.PRNGKey(0), 3)
+  want = (networks.init_policy(kp, 5, 2, (32, 32), scheme='acme'),
+          networks.init_critic(kc, 5, 2, (32, 32), scheme='acme'))
+  got = _leaves((state.policy, state.critic))
+  for path, w in _leaves(want).items():
+    np.testing.assert_array_equal(got[path], w, err_msg=path)
+
+
+# Tolerances: each test pools >= 8k weights, so an empirical stddev is within
+# ~1.5% of the truth (1/sqrt(2n)); 5% passes every seed, and every wrong
+# scale in question (tandem's, 3x to 100x away) fails by far.
+_STD_TOL = 0.05
+
+
+def _check_uniform(w, limit):
+  """U(-limit, limit): inside the bound, reaching near it, std limit/√3."""
+  w = np.asarray(w, np.float64)
+  assert np.max(np.abs(w)) <= limit
+  assert np.max(np.abs(w)) > 0.99 * limit  # a normal would not fill it
+  assert np.std(w) == pytest.approx(limit / np.sqrt(3), rel=_STD_TOL)
+
+
+def _check_truncated_normal(w, std_before_truncation):
+  """σ·N(0, 1) cut at ±2σ: inside ±2σ, std 0.8796σ, mean 0."""
+  w = np.asarray(w, np.float64)
+  s = std_before_truncation
+  assert np.max(np.abs(w)) <= 2 * s * (1 + 1e-6)
+  assert np.max(np.abs(w)) > 1.9 * s
+  assert np.std(w) == pytest.approx(0.87962566 * s, rel=_STD_TOL)
+  assert abs(np.mean(w)) < 0.05 * s
+
+
+def test_acme_torso_is_haiku_uniform_scaling_0333():
+  # acme/jax/networks/continuous.py:23: UniformScaling(0.333), i.e.
+  # U(±0.333·sqrt(3/fan_in)), on every LayerNormMLP layer.
+  n_in, layers = 96, (256, 128)
+  p = networks.init_torso(jax.random.PRNGKey(0), n_in, layers, 'acme')
+  for layer, fan_in in zip(p['dense'], (n_in,) + layers[:-1]):
+    _check_uniform(layer['w'], 0.333 * np.sqrt(3.0 / fan_in))
+    np.testing.assert_array_equal(layer['b'], 0.0)
+  np.testing.assert_array_equal(p['ln']['scale'], 1.0)
+  np.testing.assert_array_equal(p['ln']['offset'], 0.0)
+
+
+def test_acme_policy_head_is_variance_scaling_1e4():
+  # acme/jax/networks/distributional.py:275: VarianceScaling(1e-4), fan-in,
+  # truncated normal: variance 1e-4/fan_in after truncation, so the
+  # pre-truncation σ is 0.01/sqrt(fan_in)/0.8796. Both the loc and the scale
+  # layer (ibid. 289-290).
+  fan_in, d = 256, 48
+  p = networks.init_policy(jax.random.PRNGKey(1), 10, d, (fan_in,), 'acme')
+  for head in ('mean', 'stddev'):
+    _check_truncated_normal(p[head]['w'],
+                            0.01 / np.sqrt(fan_in) / 0.87962566)
+    np.testing.assert_array_equal(p[head]['b'], 0.0)
+
+
+def test_acme_critic_head_is_truncated_normal_001_whatever_the_fan_in():
+  # acme/agents/jax/mpo/networks.py:245-247: hk.Linear(1,
+  # w_init=TruncatedNormal(0.01)); Haiku's σ is the pre-truncation one and
+  # does not depend on the fan-in.
+  for fan_in in (64, 1024):
+    w = np.concatenate([
+        np.asarray(networks.init_critic(jax.random.PRNGKey(s), 4, 2,
+                                        (fan_in,), 'acme')['head']['w'])
+        for s in range(8192 // fan_in)])
+    _check_truncated_normal(w, 0.01)
+
+
+def test_acme_initial_policy_is_near_zero_mean_with_init_scale_stddev():
+  p = networks.init_policy(jax.random.PRNGKey(2), 6, 3, (256, 256), 'acme')
+  obs = jax.random.normal(jax.random.PRNGKey(3), (128, 6))
+  pi = networks.apply_policy(p, obs, init_scale=0.5, min_scale=1e-6)
+  assert float(jnp.max(jnp.abs(pi.mean))) < 0.05
+  np.testing.assert_allclose(pi.stddev, 0.5, rtol=0.05)
