@@ -344,6 +344,10 @@ def train(args, extra, command: str = 'train') -> int:
   # each launch writes its node logs to its own segment folder.
   nodes_dir = rd.segment_nodes(segment)
   os.environ['LAUNCHPAD_LOGGING_DIR'] = nodes_dir
+  # ... but only if that module is not imported yet, and acme imports
+  # launchpad (hence it) when our node modules load: set what it read.
+  from launchpad.launch.run_locally import launch_local_output_to_files
+  launch_local_output_to_files._LOGGING_DIR = nodes_dir  # pylint: disable=protected-access
   from agents.common import supervision
   supervision.announce(run_dir, cfg.stop_grace_s)  # before any node starts
   import launchpad as lp

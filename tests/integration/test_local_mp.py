@@ -27,6 +27,9 @@ def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
     rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))
     assert rows and all('env_steps' in r and 'learner_steps' in r
                         for r in rows)
+  # Each node's output is kept in the run directory, per launch.
+  node_logs = os.listdir(os.path.join(run_dir, 'nodes', 'segment-1'))
+  assert any(n.startswith('learner') for n in node_logs), node_logs
   assert processes_mentioning(run_dir) == []
 
 
@@ -45,6 +48,9 @@ def test_resume_continues_counts_and_schedules(runs_root):
                    '--env_step_budget=3000'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  # The first launch's node logs stay; the resume wrote its own.
+  for segment in ('segment-1', 'segment-2'):
+    assert os.listdir(os.path.join(run_dir, 'nodes', segment)), segment
   assert second['env_steps'] >= 3000 > first['env_steps']
   assert second['learner_steps'] > first['learner_steps']
   assert second['elapsed_s'] > first['elapsed_s']
