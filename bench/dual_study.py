@@ -1,0 +1,863 @@
+"""The dual-optimisation study (issue 10, item 4): every (strategy, seed)
+cell of an MPO task, then a table of how well and how fast each strategy
+learns, with a paired comparison against the reference (`adam1`).
+
+    python bench/dual_study.py run [--config configs/mpo.py:make_run]
+        [--task_label cartpole:swingup] [--strategies adam1,adam10,...]
+        [--seeds 0,1,2,3,4] [--budget 100000] [--runs_root DIR] [--png PNG]
+        [--dry_run]
+    python bench/dual_study.py summary [--config ...] [--task_label ...]
+        [--strategies ...] [--seeds ...] [--budget N] [--runs_root DIR]
+        [--png PNG]
+
+Strategies (each pins every field that tells them apart, so a later change
+of the named config's dual defaults cannot change what a strategy means):
+  adam1         one Adam step on all duals per SGD step (the reference)
+  adam10        10 Adam steps on all duals
+  sgd10_temp    10 SGD steps on the temperatures, Adam on the alphas (the
+                published attempt; num_steps is shared, so the alphas take
+                10 Adam steps too)
+  exact_before  the exact temperature solve, E-step weighted with the
+                temperature from before the update
+  exact_after   the exact solve, weighted with the solved temperature
+
+`run` trains the cells one at a time, strategy-major, each as
+`python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
+<strategy>_s<seed> --seed=<seed> --env_step_budget=BUDGET <overrides>`
+from the repo root, its output streamed to the terminal and appended to
+RUNS_ROOT/<strategy>_s<seed>.log. It is resumable: a cell whose run
+directory holds final.json is skipped, one that holds config.json but no
+final.json (interrupted) is continued with `train --resume`, and one whose
+recorded config is not the strategy's is refused, never continued. After
+each cell it writes the summary so far. --dry_run prints what it would run.
+
+`summary` reads every RUNS_ROOT/<strategy>_s<seed> and writes
+RUNS_ROOT/dual_study.md (tables), RUNS_ROOT/dual_study.csv (one row per
+cell) and the PNG (default RUNS_ROOT/dual_study.png), then prints the
+Markdown and one JSON line. A cell counts only when it finished and its
+config.json is what the study would launch for its strategy and seed (any
+field that defines the run; a resume may change only the plumbing); other
+cells are listed with the reason. Statistics per strategy are over its
+counted cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import math
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from agents.common import logs  # noqa: E402
+from agents.mpo.config import ConfigError  # noqa: E402
+from launch import config as config_lib  # noqa: E402
+
+REFERENCE = 'adam1'
+# The dual learning rates every strategy uses (DualConfig's default, Acme's
+# dual learning rate): pinned so that only the strategy varies.
+_DUAL_LR = '0.01'
+_COMMON = {'temperature_optimizer.learning_rate': _DUAL_LR,
+           'alpha_optimizer.name': 'adam',
+           'alpha_optimizer.learning_rate': _DUAL_LR}
+# strategy -> its mpo.duals fields (values as the command line writes them).
+STRATEGIES = {
+    'adam1': {'num_steps': '1', 'temperature_optimizer.name': 'adam',
+              'solver': 'gradient',
+              'temperature_for_weights': 'before_update'},
+    'adam10': {'num_steps': '10', 'temperature_optimizer.name': 'adam',
+               'solver': 'gradient',
+               'temperature_for_weights': 'before_update'},
+    'sgd10_temp': {'num_steps': '10', 'temperature_optimizer.name': 'sgd',
+                   'solver': 'gradient',
+                   'temperature_for_weights': 'before_update'},
+    # The exact solver ignores the temperature optimizer; num_steps=1 keeps
+    # the alphas' update the reference's.
+    'exact_before': {'num_steps': '1', 'temperature_optimizer.name': 'adam',
+                     'solver': 'exact',
+                     'temperature_for_weights': 'before_update'},
+    'exact_after': {'num_steps': '1', 'temperature_optimizer.name': 'adam',
+                    'solver': 'exact',
+                    'temperature_for_weights': 'after_update'},
+}
+FRACTIONS = (0.5, 0.9)
+DEFAULT_CONFIG = 'configs/mpo.py:make_run'
+DEFAULT_BUDGET = 100_000
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+RUN_NAME = re.compile(r'^(.+)_s(\d+)$')
+EXIT_INTERRUPTED = 130
+# Fields a run's config.json may hold with other values than the study's
+# and still be the study's cell: its name and location, and what a resume
+# may change (the budget is checked on its own, from final.json).
+NOT_COMPARED = frozenset({'name', 'runs_root'}) | config_lib.RESUMABLE_FIELDS
+TRAJECTORY_POINTS = 400  # temperature samples kept per cell, for the plot
+
+
+def _pct(fraction: float) -> str:
+  return f'{round(fraction * 100)}pct'
+
+
+# ------------------------------------------------------------ the cells
+
+
+def strategy_overrides(strategy: str) -> dict:
+  """{'mpo.duals.<field>': value} that makes a run use `strategy`."""
+  fields = dict(_COMMON, **STRATEGIES[strategy])
+  return {f'mpo.duals.{k}': v for k, v in sorted(fields.items())}
+
+
+def override_args(strategy: str) -> list:
+  """The strategy's overrides as `tandem train` arguments."""
+  return [f'--{k}={v}' for k, v in strategy_overrides(strategy).items()]
+
+
+def cell_name(strategy: str, seed: int) -> str:
+  return f'{strategy}_s{seed}'
+
+
+def resolve_config_spec(spec: str) -> str:
+  """'<file.py>:<name>' with the file made absolute: cells run from the repo
+  root, so a path relative to the caller's directory must not change."""
+  path, sep, name = spec.partition(':')
+  if not sep or not name:
+    raise SystemExit(f"dual_study: --config {spec!r}: expected "
+                     "'<file.py>:<name>', e.g. " + DEFAULT_CONFIG)
+  if not os.path.isabs(path) and not os.path.isfile(path):
+    path = os.path.join(REPO_ROOT, path)  # the default is repo-relative
+  return f'{os.path.abspath(path)}:{name}'
+
+
+def load_base_config(spec: str):
+  """The named TrainConfig the cells start from."""
+  from launch import cli
+  try:
+    return cli.load_named_config(spec)
+  except cli.UsageError as e:
+    raise SystemExit(f'dual_study: {e}') from e
+
+
+def expected_config(base, strategy: str, seed: int):
+  """What `train` resolves for this cell (name and location aside)."""
+  return config_lib.apply_overrides(
+      base, dict(strategy_overrides(strategy), seed=str(seed)))
+
+
+def config_mismatches(recorded: dict, expected) -> list:
+  """'field: got X, expected Y' for every field of a run's config.json that
+  defines the run and differs from `expected`; [] when it is the cell."""
+  try:
+    got = config_lib.leaf_fields(config_lib.from_dict(recorded))
+  except (ConfigError, TypeError, AttributeError, ValueError) as e:
+    return [f'config.json is not a valid config ({e})']
+  want = config_lib.leaf_fields(expected)
+  out = []
+  for path in sorted(set(got) | set(want)):
+    if path in NOT_COMPARED or got.get(path) == want.get(path):
+      continue
+    out.append(f'{path}: got {got.get(path)!r}, expected {want.get(path)!r}')
+  return out
+
+
+def _read_json(path: str):
+  """The parsed file, or None where it is absent or unreadable."""
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def train_command(config_spec: str, runs_root: str, strategy: str,
+                  seed: int, budget: int) -> list:
+  """The `tandem train` command line that starts a new cell."""
+  return [sys.executable, '-m', 'launch.cli', 'train',
+          '--config', config_spec, f'--runs_root={runs_root}',
+          '--name', cell_name(strategy, seed), f'--seed={seed}',
+          f'--env_step_budget={budget}'] + override_args(strategy)
+
+
+def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
+              seed: int, budget: int):
+  """(action, command, note) for one cell. action: 'skip' (finished),
+  'resume' (interrupted), 'start' (new) or 'refuse' (its run directory holds
+  another config); command is None unless the cell is to be run."""
+  run_dir = os.path.join(runs_root, cell_name(strategy, seed))
+  recorded = _read_json(os.path.join(run_dir, 'config.json'))
+  finished = os.path.isfile(os.path.join(run_dir, 'final.json'))
+  if recorded is None and not finished:
+    return 'start', train_command(config_spec, runs_root, strategy, seed,
+                                  budget), 'new'
+  wrong = (['no readable config.json'] if recorded is None else
+           config_mismatches(recorded, expected_config(base, strategy, seed)))
+  if finished:
+    note = 'finished'
+    done = (_read_json(os.path.join(run_dir, 'final.json')) or {}).get(
+        'budget')
+    if done is not None and done != budget:
+      note += f'; budget {done}, not {budget}'
+    if wrong:
+      note += '; NOT this strategy\'s config (' + '; '.join(wrong) + ')'
+    if note != 'finished':
+      note += '; delete the run directory to redo it'
+    return 'skip', None, note
+  if wrong:
+    # Continuing it would add another strategy's run to this cell.
+    return 'refuse', None, ('interrupted, but its config is not this '
+                            'strategy\'s (' + '; '.join(wrong) + '); delete '
+                            'the run directory to redo it')
+  return 'resume', [sys.executable, '-m', 'launch.cli', 'train', '--resume',
+                    run_dir, f'--env_step_budget={budget}'], (
+                        'interrupted; continuing it')
+
+
+# ------------------------------------------------------- one cell's figures
+
+
+def _finite(v):
+  """v as a float where it is a finite number, else None."""
+  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(
+      v):
+    return float(v)
+  return None
+
+
+def read_eval_curve(run_dir: str) -> list:
+  """[(env_steps, eval_return), ...] in env-step order."""
+  path = os.path.join(run_dir, 'logs', 'evaluator.csv')
+  rows = logs.read_csv(path) if os.path.isfile(path) else []
+  curve = []
+  for r in rows:
+    steps, ret = _finite(r.get('env_steps')), _finite(r.get('eval_return'))
+    if steps is not None and ret is not None:  # a torn last line is skipped
+      curve.append((int(steps), ret))
+  # Stable: a periodic row stays before the final row of the same count.
+  curve.sort(key=lambda p: p[0])
+  return curve
+
+
+def _thin(points: list, limit: int) -> list:
+  """At most `limit` evenly spaced points, the last one kept."""
+  if len(points) <= limit:
+    return points
+  stride = math.ceil(len(points) / limit)
+  return points[::stride] + ([points[-1]] if (len(points) - 1) % stride
+                             else [])
+
+
+def read_learner(run_dir: str) -> dict:
+  """Means of |temperature_dual_residual| and of kl_q_rel over the run, and
+  the temperature's trajectory [(env_steps, temperature), ...]."""
+  path = os.path.join(run_dir, 'logs', 'learner.csv')
+  residual, kl, temps = [], [], []
+  if os.path.isfile(path):
+    # Streamed, parsing only the columns used: a long run logs one row per
+    # learner step, and read_csv would parse all of its ~30 columns.
+    with open(path, newline='') as f:
+      for row in csv.DictReader(f):
+        steps = _parse(row.get('env_steps'))
+        r = _parse(row.get('temperature_dual_residual'))
+        k = _parse(row.get('kl_q_rel'))
+        t = _parse(row.get('temperature'))
+        if r is not None:
+          residual.append(abs(r))
+        if k is not None:
+          kl.append(k)
+        if steps is not None and t is not None:
+          temps.append((int(steps), t))
+  temps.sort(key=lambda p: p[0])
+  return {'mean_abs_temperature_dual_residual':
+              statistics.fmean(residual) if residual else None,
+          'mean_kl_q_rel': statistics.fmean(kl) if kl else None,
+          'final_temperature': temps[-1][1] if temps else None,
+          'temperature': _thin(temps, TRAJECTORY_POINTS)}
+
+
+def _parse(text):
+  """A CSV cell as a finite float, else None (blank, nan, torn)."""
+  try:
+    return _finite(float(text))
+  except (TypeError, ValueError):
+    return None
+
+
+def area_under_curve(curve: list, budget: int):
+  """Trapezoid area under the evaluation return over env steps, divided by
+  the budget: the run's average return. Evaluations taken past the budget
+  (the final one lands a few steps beyond it) count as at the budget, so
+  every run spans the same interval."""
+  if not curve or not budget:
+    return None
+  xs = [min(s, budget) for s, _ in curve]
+  ys = [r for _, r in curve]
+  area = sum((xs[i] - xs[i - 1]) * (ys[i] + ys[i - 1]) / 2
+             for i in range(1, len(xs)))
+  return area / budget
+
+
+def steps_to(curve: list, threshold):
+  """The env steps of the first evaluation at or above threshold, or None."""
+  if threshold is None:
+    return None
+  return next((s for s, r in curve if r >= threshold), None)
+
+
+def read_cell(run_dir: str, strategy: str, seed: int, expected,
+              budget) -> dict:
+  """One cell's figures (thresholds are filled in later, once the best
+  strategy is known) and whether the study counts it."""
+  final = _read_json(os.path.join(run_dir, 'final.json'))
+  recorded = _read_json(os.path.join(run_dir, 'config.json'))
+  curve = read_eval_curve(run_dir)
+  problems = (['no readable config.json'] if recorded is None else
+              config_mismatches(recorded, expected))
+  cell = {'strategy': strategy, 'seed': seed, 'run_dir': run_dir,
+          'finished': final is not None, 'curve': curve,
+          'env_steps': curve[-1][0] if curve else 0,
+          'budget': None, 'final_return': None, 'auc': None,
+          'elapsed_s': None}
+  if final is not None:
+    counts = final.get('counts', {})
+    cell['budget'] = final.get('budget')
+    cell['final_return'] = _finite(final.get('final_eval_return'))
+    cell['env_steps'] = int(counts.get('env_steps', cell['env_steps']))
+    cell['elapsed_s'] = _finite(counts.get('elapsed_s'))
+    if budget is not None and cell['budget'] != budget:
+      problems.append(f'budget {cell["budget"]}, the study\'s is {budget}')
+    cell['auc'] = area_under_curve(curve, cell['budget'] or budget)
+  cell.update(read_learner(run_dir))
+  cell['problems'] = problems
+  cell['counted'] = cell['finished'] and not problems
+  cell['status'] = ('counted' if cell['counted'] else
+                    'config mismatch' if problems else 'unfinished')
+  return cell
+
+
+def find_cells(runs_root: str, strategies, seeds=None) -> list:
+  """[(strategy, seed, run_dir)] for RUNS_ROOT/<strategy>_s<seed>, ordered
+  as `strategies`, then by seed; seeds=None takes every seed found."""
+  found = []
+  if os.path.isdir(runs_root):
+    for entry in os.listdir(runs_root):
+      m = RUN_NAME.match(entry)
+      path = os.path.join(runs_root, entry)
+      if (m and m.group(1) in strategies and os.path.isdir(path) and
+          (seeds is None or int(m.group(2)) in seeds)):
+        found.append((m.group(1), int(m.group(2)), path))
+  order = {s: i for i, s in enumerate(strategies)}
+  return sorted(found, key=lambda c: (order[c[0]], c[1]))
+
+
+def study_budget(run_dirs) -> int | None:
+  """The budget most finished cells ran to (the study's when not given)."""
+  budgets = collections.Counter(
+      (_read_json(os.path.join(d, 'final.json')) or {}).get('budget')
+      for d in run_dirs)
+  budgets.pop(None, None)
+  return budgets.most_common(1)[0][0] if budgets else None
+
+
+# ------------------------------------------------------------- statistics
+
+
+def _median(values):
+  return statistics.median(values) if values else None
+
+
+def median_reached(values: list):
+  """Median over the seeds that reached a threshold; None where fewer than
+  half of the seeds did (a median of the few that got there would flatter a
+  strategy that mostly fails)."""
+  reached = [v for v in values if v is not None]
+  if not reached or 2 * len(reached) < len(values):
+    return None
+  return _median(reached)
+
+
+def spread(values: list) -> dict:
+  """Median, min and max of the values that exist."""
+  got = [v for v in values if v is not None]
+  return {'median': _median(got), 'min': min(got) if got else None,
+          'max': max(got) if got else None, 'n': len(got)}
+
+
+def best_strategy(cells_by_strategy: dict):
+  """(strategy, its median final return) with the highest median over its
+  counted cells; (None, None) before any cell is counted."""
+  medians = {s: _median([c['final_return'] for c in cells
+                         if c['counted']])
+             for s, cells in cells_by_strategy.items()}
+  medians = {s: m for s, m in medians.items() if m is not None}
+  if not medians:
+    return None, None
+  best = max(medians, key=medians.get)
+  return best, medians[best]
+
+
+def add_thresholds(cells: list, best_median) -> None:
+  """Each cell's env steps to each fraction of the best median return."""
+  for cell in cells:
+    for fraction in FRACTIONS:
+      threshold = None if best_median is None else fraction * best_median
+      cell[f'env_steps_to_{_pct(fraction)}'] = steps_to(cell['curve'],
+                                                        threshold)
+
+
+def paired(cells: list, reference: list, key: str) -> dict:
+  """Per-seed differences (cell - reference) of `key` over the seeds that
+  both counted: the seeds share everything but the strategy, so the
+  difference removes the seed's own luck."""
+  ref = {c['seed']: c[key] for c in reference
+         if c['counted'] and c[key] is not None}
+  diffs = {c['seed']: c[key] - ref[c['seed']] for c in cells
+           if c['counted'] and c[key] is not None and c['seed'] in ref}
+  return {'seeds': sorted(diffs),
+          'differences': [diffs[s] for s in sorted(diffs)],
+          'median': _median(list(diffs.values())),
+          'better': sum(d > 0 for d in diffs.values()),
+          'worse': sum(d < 0 for d in diffs.values()),
+          'ties': sum(d == 0 for d in diffs.values())}
+
+
+def strategy_stats(cells: list, reference: list) -> dict:
+  """Per strategy, over its counted cells."""
+  counted = [c for c in cells if c['counted']]
+  out = {'cells': len(cells), 'counted': len(counted),
+         'seeds': [c['seed'] for c in counted]}
+  for key in ('final_return', 'auc', 'mean_abs_temperature_dual_residual',
+              'mean_kl_q_rel', 'final_temperature'):
+    out[key] = spread([c[key] for c in counted])
+  for fraction in FRACTIONS:
+    key = f'env_steps_to_{_pct(fraction)}'
+    values = [c[key] for c in counted]
+    out[key] = {'median': median_reached(values),
+                'reached': sum(v is not None for v in values),
+                'n': len(values)}
+  if reference is not cells:
+    out['paired_final_return'] = paired(cells, reference, 'final_return')
+    out['paired_auc'] = paired(cells, reference, 'auc')
+  return out
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def _num(v, fmt='{:.1f}'):
+  return '–' if v is None else fmt.format(v)
+
+
+def _range(s: dict, fmt='{:.1f}') -> str:
+  if s['median'] is None:
+    return '–'
+  return (f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–"
+          f"{fmt.format(s['max'])})")
+
+
+def _steps(s: dict) -> str:
+  med = '–' if s['median'] is None else f"{s['median']:.0f}"
+  return f"{med} ({s['reached']}/{s['n']})"
+
+
+def _paired_text(p) -> str:
+  if p is None:
+    return 'reference'
+  if not p['seeds']:
+    return '–'
+  return (f"{p['median']:+.1f} ({p['better']} better, {p['worse']} worse"
+          + (f", {p['ties']} tied" if p['ties'] else '') + ')')
+
+
+def _strategy_rows(strategies, stats: dict) -> list:
+  """The per-strategy table."""
+  lines = ['| strategy | counted | final return median (min–max) | '
+           'AUC median (min–max) | env steps to 50% (reached) | '
+           'env steps to 90% (reached) | mean abs temperature dual '
+           'residual | mean kl_q_rel | paired Δ final vs adam1 | '
+           'paired Δ AUC vs adam1 |',
+           '|:---|---:|---:|---:|---:|---:|---:|---:|:---|:---|']
+  for s in strategies:
+    st = stats[s]
+    lines.append(
+        f"| {s} | {st['counted']}/{st['cells']} | "
+        f"{_range(st['final_return'])} | {_range(st['auc'])} | "
+        f"{_steps(st['env_steps_to_50pct'])} | "
+        f"{_steps(st['env_steps_to_90pct'])} | "
+        f"{_range(st['mean_abs_temperature_dual_residual'], '{:.3g}')} | "
+        f"{_range(st['mean_kl_q_rel'], '{:.3f}')} | "
+        f"{_paired_text(st.get('paired_final_return'))} | "
+        f"{_paired_text(st.get('paired_auc'))} |")
+  return lines
+
+
+def _cell_rows(cells: list) -> list:
+  """The per-cell table."""
+  lines = ['| cell | status | final return | AUC | env steps to 50% | '
+           'env steps to 90% | mean abs residual | mean kl_q_rel | '
+           'final temperature | env steps | elapsed s |',
+           '|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
+  for c in cells:
+    lines.append(
+        f"| {cell_name(c['strategy'], c['seed'])} | {c['status']} | "
+        f"{_num(c['final_return'])} | {_num(c['auc'])} | "
+        f"{_num(c['env_steps_to_50pct'], '{:.0f}')} | "
+        f"{_num(c['env_steps_to_90pct'], '{:.0f}')} | "
+        f"{_num(c['mean_abs_temperature_dual_residual'], '{:.3g}')} | "
+        f"{_num(c['mean_kl_q_rel'], '{:.3f}')} | "
+        f"{_num(c['final_temperature'], '{:.3g}')} | {c['env_steps']} | "
+        f"{_num(c['elapsed_s'], '{:.0f}')} |")
+  return lines
+
+
+READING_NOTE = (
+    'AUC: area under the evaluation return over env steps, divided by the '
+    'budget (the run\'s average return). Env steps to a threshold: median '
+    'over the seeds that reached it; – where fewer than half of the '
+    'strategy\'s counted seeds reached it. Paired Δ: per seed, strategy '
+    'minus adam1, over the seeds both counted; "better" counts seeds where '
+    'the strategy is higher. Only finished cells whose config.json is the '
+    'strategy\'s and the seed\'s are counted.')
+
+
+def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
+             cells: list, best, best_median) -> str:
+  """The study's tables and their reading notes."""
+  shown = os.path.relpath(config_spec, REPO_ROOT)  # as committed tables
+  if shown.startswith('..'):                        # would name it
+    shown = config_spec
+  lines = [f'### Dual strategies on {task} (`{shown}`, budget '
+           f'{_num(budget, "{:.0f}")} env steps)', '']
+  if best is None:
+    lines.append('No counted cell yet: thresholds undefined.')
+  else:
+    lines.append(f'Thresholds: 50% = {0.5 * best_median:.1f} and 90% = '
+                 f'{0.9 * best_median:.1f} of the best strategy\'s median '
+                 f'final return ({best}, {best_median:.1f}).')
+  lines += [''] + _strategy_rows(strategies, stats)
+  lines += ['', READING_NOTE, ''] + _cell_rows(cells)
+  flagged = [c for c in cells if c['problems']]
+  if flagged:
+    lines += ['', 'Not counted (the run is not this study\'s cell):']
+    lines += [f"- {cell_name(c['strategy'], c['seed'])}: "
+              + '; '.join(c['problems']) for c in flagged]
+  return '\n'.join(lines) + '\n'
+
+
+CSV_COLUMNS = ('strategy', 'seed', 'status', 'final_return', 'auc',
+               'env_steps_to_50pct', 'env_steps_to_90pct',
+               'mean_abs_temperature_dual_residual', 'mean_kl_q_rel',
+               'final_temperature', 'env_steps', 'budget', 'elapsed_s',
+               'problems')
+
+
+def write_csv(path: str, cells: list) -> None:
+  """One row per cell, blank where a figure does not exist."""
+  with open(path, 'w', newline='') as f:
+    w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    for c in cells:
+      row = {k: c.get(k) for k in CSV_COLUMNS}
+      row['problems'] = '; '.join(c['problems'])
+      w.writerow({k: '' if v is None else v for k, v in row.items()})
+
+
+def _median_on_grid(curves: list, grid):
+  """The pointwise median of curves interpolated onto grid, each defined
+  only up to its last point (a shorter run does not pretend to go on)."""
+  import warnings
+  import numpy as np
+  rows = []
+  for pts in curves:
+    xs = np.array([p[0] for p in pts], dtype=float)
+    ys = np.array([p[1] for p in pts], dtype=float)
+    row = np.interp(grid, xs, ys)
+    row[grid > xs[-1]] = np.nan
+    rows.append(row)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # all-nan columns
+    return np.nanmedian(np.array(rows), axis=0)
+
+
+def write_png(path: str, task: str, strategies, cells: list, budget) -> None:
+  """Median evaluation return per strategy, and the temperature's
+  trajectories (per seed, thin; median, thick), over env steps."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  import numpy as np
+  counted = [c for c in cells if c['counted']]
+  top = budget or max((c['env_steps'] for c in counted), default=1)
+  grid = np.linspace(0, top, 201)
+  fig, (ax_r, ax_t) = plt.subplots(1, 2, figsize=(13, 4.5))
+  for i, s in enumerate(strategies):
+    mine = [c for c in counted if c['strategy'] == s]
+    color = f'C{i}'
+    curves = [[(min(x, top), y) for x, y in c['curve']] for c in mine
+              if c['curve']]
+    if curves:
+      ax_r.plot(grid, _median_on_grid(curves, grid), color=color,
+                label=f'{s} (n={len(curves)})')
+    temps = [c['temperature'] for c in mine if c['temperature']]
+    for t in temps:
+      ax_t.plot([p[0] for p in t], [p[1] for p in t], color=color,
+                alpha=0.25, lw=0.7)
+    if temps:
+      ax_t.plot(grid, _median_on_grid(temps, grid), color=color, lw=2,
+                label=s)
+  ax_r.set(title=f'{task}: median evaluation return over seeds',
+           xlabel='global env steps', ylabel='evaluation return')
+  ax_t.set(title='temperature η (thin: seeds, thick: median)',
+           xlabel='global env steps', ylabel='η', yscale='log')
+  for ax in (ax_r, ax_t):
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def json_line(task: str, strategies, stats: dict, cells: list) -> dict:
+  """The study's one-line result: per strategy, the median final return and
+  the median env steps to 90%."""
+  out = {}
+  for s in strategies:
+    final = stats[s]['final_return']['median']
+    steps = stats[s]['env_steps_to_90pct']['median']
+    out[s] = {'final_return_median': None if final is None else
+              round(final, 1),
+              'env_steps_to_90pct_median': None if steps is None else
+              round(steps)}
+  # The seeds the medians are over (a strategy may still lack some).
+  seeds = sorted({c['seed'] for c in cells if c['counted']})
+  return {'dual_study': out, 'task': task, 'seeds': seeds}
+
+
+def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
+              budget=None, task=None, png=None, quiet=False) -> dict:
+  """Reads the cells, writes dual_study.md, dual_study.csv and the PNG,
+  prints the Markdown and the JSON line (unless quiet); returns a dict with
+  the cells, the per-strategy stats and the JSON line."""
+  base = load_base_config(config_spec)
+  task = task or base.env
+  found = find_cells(runs_root, strategies, seeds)
+  if budget is None:
+    # Judge every cell against the budget most of them ran to.
+    budget = study_budget(d for _, _, d in found)
+  cells = [read_cell(d, s, seed, expected_config(base, s, seed), budget)
+           for s, seed, d in found]
+  by_strategy = {s: [c for c in cells if c['strategy'] == s]
+                 for s in strategies}
+  best, best_median = best_strategy(by_strategy)
+  add_thresholds(cells, best_median)
+  reference = by_strategy.get(REFERENCE, [])
+  stats = {s: strategy_stats(by_strategy[s], reference) for s in strategies}
+  text = markdown(task, config_spec, budget, strategies, stats, cells, best,
+                  best_median)
+  line = json_line(task, strategies, stats, cells)
+  os.makedirs(runs_root, exist_ok=True)
+  with open(os.path.join(runs_root, 'dual_study.md'), 'w') as f:
+    f.write(text + '\n```\n' + json.dumps(line) + '\n```\n')
+  write_csv(os.path.join(runs_root, 'dual_study.csv'), cells)
+  png = png or os.path.join(runs_root, 'dual_study.png')
+  write_png(png, task, strategies, cells, budget)
+  if not quiet:
+    print(text)
+    print(f'wrote {runs_root}/dual_study.md, dual_study.csv, {png}')
+    print(json.dumps(line), flush=True)
+  return {'cells': cells, 'stats': stats, 'json': line, 'best': best,
+          'best_median': best_median, 'budget': budget}
+
+
+# -------------------------------------------------------------------- run
+
+
+def run_cell(command, log_path: str) -> int:
+  """Runs one cell from the repo root; its output goes to the terminal and
+  is appended to log_path. Returns its exit status."""
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  with open(log_path, 'a') as log:
+    log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
+              f'{shlex.join(command)}\n')
+    log.flush()
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, errors='replace')
+    try:
+      for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        log.write(line)
+        log.flush()
+      return proc.wait()
+    except KeyboardInterrupt:
+      # The child got the same SIGINT and stops its program, checkpointing
+      # on the way down; wait for it so that --resume can continue the cell.
+      print('\ndual_study: interrupted; waiting for the run to stop',
+            file=sys.stderr)
+      try:
+        proc.wait()
+      except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+      log.write('===== interrupted\n')
+      return EXIT_INTERRUPTED
+
+
+def plan(args, base) -> list:
+  """[(name, action, command, note)] for every requested cell, in order."""
+  return [(cell_name(s, seed),) + cell_plan(args.runs_root, args.config,
+                                            base, s, seed, args.budget)
+          for s in args.strategies for seed in args.seeds]
+
+
+def print_plan(args, cells: list) -> None:
+  """--dry_run: what each cell would do, with its command and log."""
+  for i, (name, action, command, note) in enumerate(cells, 1):
+    print(f'[{i}/{len(cells)}] {name}: {action} ({note})' + (
+        '' if command is None else
+        f'\n  cd {shlex.quote(REPO_ROOT)} && {shlex.join(command)}\n'
+        f'  log: {os.path.join(args.runs_root, name + ".log")}'))
+
+
+def run(args) -> int:
+  base = load_base_config(args.config)
+  if args.dry_run:
+    print_plan(args, plan(args, base))
+    return 0
+  cells = [(s, seed) for s in args.strategies for seed in args.seeds]
+  failed, ran = [], False
+  for i, (strategy, seed) in enumerate(cells, 1):
+    name = cell_name(strategy, seed)
+    # Planned just before it runs: an earlier cell may have taken an hour,
+    # and another process may have finished this one meanwhile.
+    action, command, note = cell_plan(args.runs_root, args.config, base,
+                                      strategy, seed, args.budget)
+    print(f'\n[{i}/{len(cells)}] {name}: {action} ({note})', flush=True)
+    if command is None:
+      if action == 'refuse':
+        failed.append(name)
+      continue
+    os.makedirs(args.runs_root, exist_ok=True)
+    log_path = os.path.join(args.runs_root, f'{name}.log')
+    print(f'$ {shlex.join(command)}\n(log: {log_path})', flush=True)
+    rc, ran = run_cell(command, log_path), True
+    if rc == EXIT_INTERRUPTED:
+      print(f'dual_study: {name} interrupted; rerun the same command to '
+            'continue it', file=sys.stderr)
+      return EXIT_INTERRUPTED
+    if rc != 0:
+      failed.append(name)
+      print(f'dual_study: {name} exited with status {rc}; see {log_path}. '
+            'Going on with the other cells.', file=sys.stderr)
+    print(f'\n--- summary after {name} ---', flush=True)
+    _summary(args)
+  if not ran:  # nothing ran: still show where the study stands
+    print('\n--- summary ---', flush=True)
+    _summary(args)
+  if failed:
+    print(f'dual_study: cells not finished: {", ".join(failed)}; rerun to '
+          'continue them (a refused cell needs its run directory removed)',
+          file=sys.stderr)
+    return 1
+  return 0
+
+
+def _summary(args) -> dict:
+  return summarise(args.runs_root, args.config, args.strategies,
+                   args.seeds, args.budget, args.task_label, args.png)
+
+
+# ------------------------------------------------------------------- main
+
+
+def _strategies(text: str) -> list:
+  names = [s.strip() for s in text.split(',') if s.strip()]
+  bad = [s for s in names if s not in STRATEGIES]
+  if not names or bad:
+    raise argparse.ArgumentTypeError(
+        f'expected a comma-separated subset of {",".join(STRATEGIES)}, got '
+        f'{text!r}')
+  return list(dict.fromkeys(names))
+
+
+def _seeds(text: str) -> list:
+  try:
+    seeds = [int(s) for s in text.split(',') if s.strip()]
+  except ValueError:
+    seeds = []
+  if not seeds or any(s < 0 for s in seeds):
+    raise argparse.ArgumentTypeError(
+        f'expected comma-separated integers >= 0, got {text!r}')
+  return list(dict.fromkeys(seeds))
+
+
+def _budget(text: str) -> int:
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'expected an integer >= 1, got {text!r}')
+  return value
+
+
+def make_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(description=__doc__,
+                              formatter_class=argparse.RawTextHelpFormatter)
+  sub = p.add_subparsers(dest='command', required=True)
+  r = sub.add_parser('run', help='train every (strategy, seed) cell not yet '
+                     'finished, one at a time')
+  r.add_argument('--seeds', type=_seeds, default=list(DEFAULT_SEEDS),
+                 help='e.g. 0,1,2,3,4 (the default)')
+  r.add_argument('--budget', type=_budget, default=DEFAULT_BUDGET,
+                 help='env steps per run (default %(default)s)')
+  r.add_argument('--dry_run', action='store_true',
+                 help='print the commands it would run; run nothing')
+  s = sub.add_parser('summary', help='summarise the cells found')
+  s.add_argument('--seeds', type=_seeds, default=None,
+                 help='default: every seed found')
+  s.add_argument('--budget', type=_budget, default=None,
+                 help='the study\'s budget (default: the one most finished '
+                 'cells ran to)')
+  for q in (r, s):
+    q.add_argument('--config', default=DEFAULT_CONFIG,
+                   help='named MPO config, <file.py>:<name> (default '
+                   '%(default)s)')
+    q.add_argument('--task_label', help='the task in the tables (default: '
+                   'the config\'s env)')
+    q.add_argument('--strategies', type=_strategies,
+                   default=list(STRATEGIES),
+                   help='comma-separated subset of ' + ','.join(STRATEGIES))
+    q.add_argument('--runs_root', help='default: runs/dual_study_<config '
+                   'name> in the repo')
+    q.add_argument('--png', help='default: RUNS_ROOT/dual_study.png')
+  return p
+
+
+def main(argv=None) -> int:
+  args = make_parser().parse_args(argv)
+  name = args.config.partition(':')[2]
+  args.config = resolve_config_spec(args.config)
+  # The cells run from the repo root: make every path absolute now.
+  args.runs_root = os.path.abspath(args.runs_root or os.path.join(
+      REPO_ROOT, 'runs', f'dual_study_{name}'))
+  if args.png:
+    args.png = os.path.abspath(args.png)
+  if args.command == 'run':
+    return run(args)
+  _summary(args)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

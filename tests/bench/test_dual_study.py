@@ -1,0 +1,416 @@
+"""bench/dual_study.py: the strategies' configs, the cell plan and the
+summary's figures, on run directories written by hand (no training)."""
+
+import csv
+import importlib.util
+import json
+import math
+import os
+
+import pytest
+
+from agents.mpo.config import DualConfig
+from launch import cli
+from launch import config as config_lib
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+MAKE_RUN = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':make_run'
+TINY = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':tiny'
+
+
+def _load_study():
+  # bench/ is a folder of scripts, not a package.
+  path = os.path.join(REPO_ROOT, 'bench', 'dual_study.py')
+  spec = importlib.util.spec_from_file_location('dual_study', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+ds = _load_study()
+
+# What each strategy must be, written out independently of the module:
+# (num_steps, temperature optimizer, solver, temperature_for_weights).
+EXPECTED = {
+    'adam1': (1, 'adam', 'gradient', 'before_update'),
+    'adam10': (10, 'adam', 'gradient', 'before_update'),
+    'sgd10_temp': (10, 'sgd', 'gradient', 'before_update'),
+    'exact_before': (1, 'adam', 'exact', 'before_update'),
+    'exact_after': (1, 'adam', 'exact', 'after_update'),
+}
+
+
+# ------------------------------------------------------------- strategies
+
+
+def test_the_five_strategies_exist():
+  assert set(ds.STRATEGIES) == set(EXPECTED)
+  assert ds.REFERENCE == 'adam1'
+
+
+@pytest.mark.parametrize('strategy', sorted(EXPECTED))
+def test_overrides_give_the_strategy_on_make_run(strategy):
+  base = cli.load_named_config(MAKE_RUN)
+  cfg = config_lib.apply_overrides(base, ds.strategy_overrides(strategy))
+  d = cfg.mpo.duals
+  steps, t_opt, solver, weights = EXPECTED[strategy]
+  assert (d.num_steps, d.temperature_optimizer.name, d.solver,
+          d.temperature_for_weights) == (steps, t_opt, solver, weights)
+  # Adam on the alphas and the same dual learning rates everywhere, so only
+  # the strategy differs between cells.
+  assert d.alpha_optimizer.name == 'adam'
+  assert d.temperature_optimizer.learning_rate == 0.01
+  assert d.alpha_optimizer.learning_rate == 0.01
+  # Nothing outside the duals moves.
+  assert cfg.mpo.duals != base.mpo.duals or strategy == 'adam1'
+  assert config_lib.to_dict(cfg)['mpo'] | {'duals': None} == (
+      config_lib.to_dict(base)['mpo'] | {'duals': None})
+
+
+def test_reference_is_todays_default():
+  base = cli.load_named_config(MAKE_RUN)
+  cfg = ds.expected_config(base, 'adam1', 0)
+  assert cfg.mpo.duals == DualConfig()
+  assert cfg.mpo.duals == base.mpo.duals
+
+
+def test_strategies_are_pairwise_different():
+  base = cli.load_named_config(MAKE_RUN)
+  duals = [ds.expected_config(base, s, 0).mpo.duals for s in EXPECTED]
+  assert len({repr(d) for d in duals}) == len(EXPECTED)
+
+
+@pytest.mark.parametrize('strategy', sorted(EXPECTED))
+def test_the_cli_resolves_the_start_command(tmp_path, strategy):
+  """The command a new cell runs, through the real `tandem train` parser:
+  argparse must pass every override through, and the config resolve."""
+  command = ds.train_command(MAKE_RUN, str(tmp_path), strategy, 3, 1234)
+  assert command[1:4] == ['-m', 'launch.cli', 'train']
+  args, extra = cli.make_parser().parse_known_args(command[3:])
+  cfg, run_dir, resume = cli.resolve_train_config(args, extra)
+  assert not resume
+  assert run_dir == str(tmp_path / f'{strategy}_s3')
+  assert (cfg.seed, cfg.env_step_budget, cfg.name) == (
+      3, 1234, f'{strategy}_s3')
+  # Exactly the cell the summary expects, name, place and budget aside.
+  assert cfg == config_lib.apply_overrides(
+      ds.expected_config(cli.load_named_config(MAKE_RUN), strategy, 3),
+      {'name': f'{strategy}_s3', 'runs_root': str(tmp_path),
+       'env_step_budget': '1234'})
+  steps, t_opt, solver, weights = EXPECTED[strategy]
+  assert (cfg.mpo.duals.num_steps, cfg.mpo.duals.temperature_optimizer.name,
+          cfg.mpo.duals.solver, cfg.mpo.duals.temperature_for_weights) == (
+              steps, t_opt, solver, weights)
+  assert ds.config_mismatches(
+      config_lib.to_dict(cfg),
+      ds.expected_config(cli.load_named_config(MAKE_RUN), strategy, 3)) == []
+
+
+# ----------------------------------------------------------- run directories
+
+
+def _config_json(run_dir, base, strategy, seed, **changes):
+  """config.json as `train` writes it for this cell (plus changes)."""
+  cfg = config_lib.apply_overrides(
+      ds.expected_config(base, strategy, seed),
+      {'name': os.path.basename(run_dir),
+       'runs_root': os.path.dirname(run_dir), **changes})
+  os.makedirs(run_dir, exist_ok=True)
+  with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+
+
+def _final_json(run_dir, final_return, budget, env_steps=None):
+  with open(os.path.join(run_dir, 'final.json'), 'w') as f:
+    json.dump({'budget': budget, 'final_eval_return': final_return,
+               'counts': {'env_steps': env_steps or budget + 10,
+                          'elapsed_s': 12.5}}, f)
+
+
+def _evaluator_csv(run_dir, points, final_return, budget):
+  """Periodic rows at `points` [(env_steps, return)], then the final row a
+  few steps past the budget, as the evaluator writes them."""
+  os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
+  with open(os.path.join(run_dir, 'logs', 'evaluator.csv'), 'w',
+            newline='') as f:
+    w = csv.writer(f)
+    w.writerow(['env_steps', 'learner_steps', 'elapsed_s', 'eval_return',
+                'final'])
+    for steps, ret in points:
+      w.writerow([steps, steps // 8, steps / 100, ret, 0])
+    if final_return is not None:
+      w.writerow([budget + 10, budget // 8, budget / 100, final_return, 1])
+
+
+def _learner_csv(run_dir, rows):
+  """rows: [(env_steps, temperature, residual, kl_q_rel)]; strings go in
+  as written (blank, nan)."""
+  os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
+  with open(os.path.join(run_dir, 'logs', 'learner.csv'), 'w',
+            newline='') as f:
+    w = csv.writer(f)
+    w.writerow(['env_steps', 'learner_steps', 'kl_q_rel', 'temperature',
+                'temperature_dual_residual'])
+    for steps, temp, residual, kl in rows:
+      w.writerow([steps, steps // 8, kl, temp, residual])
+
+
+# --------------------------------------------------------------- planning
+
+
+@pytest.fixture(scope='module')
+def tiny():
+  return cli.load_named_config(TINY)
+
+
+def test_plan_starts_a_new_cell(tmp_path, tiny):
+  action, command, _ = ds.cell_plan(str(tmp_path), TINY, tiny, 'adam10', 2,
+                                    500)
+  assert action == 'start'
+  assert command == ds.train_command(TINY, str(tmp_path), 'adam10', 2, 500)
+  assert '--mpo.duals.num_steps=10' in command and '--seed=2' in command
+
+
+def test_plan_skips_a_finished_cell(tmp_path, tiny):
+  run_dir = str(tmp_path / 'exact_after_s1')
+  _config_json(run_dir, tiny, 'exact_after', 1)
+  _final_json(run_dir, 100.0, 500)
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
+                                       'exact_after', 1, 500)
+  assert (action, command, note) == ('skip', None, 'finished')
+  # Another budget is still skipped (never redone silently) but said.
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
+                                       'exact_after', 1, 800)
+  assert action == 'skip' and command is None and 'budget 500' in note
+
+
+def test_plan_resumes_an_interrupted_cell(tmp_path, tiny):
+  run_dir = str(tmp_path / 'sgd10_temp_s0')
+  _config_json(run_dir, tiny, 'sgd10_temp', 0,
+               env_step_budget='300')  # a resume may change the budget
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
+                                       'sgd10_temp', 0, 500)
+  assert action == 'resume' and 'interrupted' in note
+  assert command[3:] == ['train', '--resume', run_dir,
+                         '--env_step_budget=500']
+
+
+def test_plan_refuses_a_cell_holding_another_strategy(tmp_path, tiny):
+  run_dir = str(tmp_path / 'exact_before_s0')
+  _config_json(run_dir, tiny, 'exact_after', 0)  # the wrong weights
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
+                                       'exact_before', 0, 500)
+  assert action == 'refuse' and command is None
+  assert 'mpo.duals.temperature_for_weights' in note
+  # Finished with the wrong config: skipped, flagged.
+  _final_json(run_dir, 10.0, 500)
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
+                                       'exact_before', 0, 500)
+  assert action == 'skip' and 'NOT this strategy' in note
+
+
+def test_plan_refuses_a_wrong_seed(tmp_path, tiny):
+  run_dir = str(tmp_path / 'adam1_s4')
+  _config_json(run_dir, tiny, 'adam1', 5)
+  action, _, note = ds.cell_plan(str(tmp_path), TINY, tiny, 'adam1', 4, 500)
+  assert action == 'refuse' and 'seed: got 5, expected 4' in note
+
+
+def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys):
+  root = tmp_path / 'study'
+  rc = ds.main(['run', '--dry_run', '--config', TINY, '--runs_root',
+                str(root), '--strategies', 'adam1,exact_after', '--seeds',
+                '0,1', '--budget', '500'])
+  out = capsys.readouterr().out
+  assert rc == 0 and not root.exists()
+  assert out.count(': start (new)') == 4
+  assert '--name exact_after_s1 --seed=1 --env_step_budget=500' in out
+  assert '--mpo.duals.solver=exact' in out
+
+
+# ---------------------------------------------------------------- summary
+
+BUDGET = 1000
+# strategy -> seed -> (periodic eval points, final return)
+CURVES = {
+    'adam1': {
+        0: ([(0, 0.0), (500, 100.0), (1000, 200.0)], 200.0),
+        1: ([(0, 0.0), (500, 200.0), (1000, 300.0)], 300.0),
+        2: ([(0, 0.0), (500, 300.0), (1000, 400.0)], 400.0),
+    },
+    'adam10': {
+        0: ([(0, 0.0), (500, 160.0), (1000, 250.0)], 250.0),
+        1: ([(0, 0.0), (500, 100.0), (1000, 280.0)], 350.0),
+        2: ([(0, 0.0), (500, 50.0), (1000, 100.0)], 100.0),
+    },
+}
+# adam1's median final return is 300, the best: thresholds 150 and 270.
+
+
+@pytest.fixture
+def study(tmp_path, tiny):
+  root = tmp_path / 'study'
+  for strategy, seeds in CURVES.items():
+    for seed, (points, final) in seeds.items():
+      run_dir = str(root / f'{strategy}_s{seed}')
+      _config_json(run_dir, tiny, strategy, seed)
+      _evaluator_csv(run_dir, points, final, BUDGET)
+      _final_json(run_dir, final, BUDGET)
+      _learner_csv(run_dir, [(100, 10.0, '-0.5', 0.5),
+                             (200, 5.0, '1.5', 'nan'),
+                             (300, 2.0, '', 1.0)])
+  # Finished, with the highest return of all, but adam1's config: never
+  # counted, never the best.
+  bad = str(root / 'adam10_s3')
+  _config_json(bad, tiny, 'adam1', 3)
+  _evaluator_csv(bad, [(0, 0.0), (1000, 900.0)], 900.0, BUDGET)
+  _final_json(bad, 900.0, BUDGET)
+  # Interrupted: listed, not counted.
+  part = str(root / 'adam1_s4')
+  _config_json(part, tiny, 'adam1', 4)
+  _evaluator_csv(part, [(0, 0.0), (500, 800.0)], None, BUDGET)
+  return root
+
+
+def _summary(root, capsys, *extra):
+  rc = ds.main(['summary', '--config', TINY, '--runs_root', str(root),
+                '--strategies', 'adam1,adam10', '--task_label', 'fake:task',
+                *extra])
+  out = capsys.readouterr().out
+  return rc, out
+
+
+def test_summary_figures(study, capsys):
+  result = ds.summarise(str(study), TINY, ['adam1', 'adam10'],
+                        task='fake:task', quiet=True)
+  assert result['budget'] == BUDGET
+  assert (result['best'], result['best_median']) == ('adam1', 300.0)
+  cells = {ds.cell_name(c['strategy'], c['seed']): c
+           for c in result['cells']}
+  assert set(cells) == {'adam1_s0', 'adam1_s1', 'adam1_s2', 'adam1_s4',
+                        'adam10_s0', 'adam10_s1', 'adam10_s2', 'adam10_s3'}
+  a0 = cells['adam1_s0']
+  # (500·(0+100)/2 + 500·(100+200)/2) / 1000; the final row, 10 steps past
+  # the budget, counts as at the budget and adds nothing.
+  assert a0['auc'] == pytest.approx(100.0)
+  assert cells['adam10_s1']['auc'] == pytest.approx(
+      (500 * 50 + 500 * 190) / 1000)
+  # First evaluation at or above 150 (50%) and 270 (90%).
+  assert (a0['env_steps_to_50pct'], a0['env_steps_to_90pct']) == (1000, None)
+  assert (cells['adam1_s1']['env_steps_to_50pct'],
+          cells['adam1_s1']['env_steps_to_90pct']) == (500, 1000)
+  # adam10_s1: 280 at 1000 reaches 90%; the final row (1010) is an
+  # evaluation too, but the periodic one came first.
+  assert cells['adam10_s1']['env_steps_to_90pct'] == 1000
+  assert cells['adam10_s2']['env_steps_to_50pct'] is None
+  # |residual| over the finite values; kl_q_rel skips nan.
+  assert a0['mean_abs_temperature_dual_residual'] == pytest.approx(1.0)
+  assert a0['mean_kl_q_rel'] == pytest.approx(0.75)
+  assert a0['final_temperature'] == 2.0
+  assert a0['temperature'] == [(100, 10.0), (200, 5.0), (300, 2.0)]
+  # The config check: the mismatched and the unfinished cells do not count.
+  assert cells['adam10_s3']['status'] == 'config mismatch'
+  assert any('temperature_optimizer' in p or 'num_steps' in p
+             for p in cells['adam10_s3']['problems'])
+  assert cells['adam1_s4']['status'] == 'unfinished'
+  assert not cells['adam1_s4']['problems']
+
+
+def test_summary_strategy_stats_and_none_rule(study):
+  stats = ds.summarise(str(study), TINY, ['adam1', 'adam10'],
+                       quiet=True)['stats']
+  a1, a10 = stats['adam1'], stats['adam10']
+  assert (a1['counted'], a1['cells']) == (3, 4)
+  assert a1['final_return'] == {'median': 300.0, 'min': 200.0, 'max': 400.0,
+                                'n': 3}
+  assert a1['auc']['median'] == pytest.approx(175.0)
+  # adam1 to 50%: 1000, 500, 500 -> 500; to 90%: None, 1000, 500 -> 2 of 3
+  # reached -> median 750.
+  assert a1['env_steps_to_50pct'] == {'median': 500, 'reached': 3, 'n': 3}
+  assert a1['env_steps_to_90pct'] == {'median': 750, 'reached': 2, 'n': 3}
+  # adam10 to 90%: only seed 1 of 3 reached it: fewer than half -> None.
+  assert a10['env_steps_to_90pct'] == {'median': None, 'reached': 1, 'n': 3}
+  assert a10['env_steps_to_50pct'] == {'median': 750, 'reached': 2, 'n': 3}
+  # Paired with adam1, seed by seed: 250-200, 350-300, 100-400.
+  p = a10['paired_final_return']
+  assert p['seeds'] == [0, 1, 2]
+  assert p['differences'] == [50.0, 50.0, -300.0]
+  assert (p['median'], p['better'], p['worse'], p['ties']) == (50.0, 2, 1, 0)
+  # AUCs: adam1 100, 175, 250; adam10 142.5, 120, 50.
+  q = a10['paired_auc']
+  assert q['differences'] == pytest.approx([42.5, -55.0, -200.0])
+  assert q['median'] == pytest.approx(-55.0)
+  assert (q['better'], q['worse']) == (1, 2)
+  assert 'paired_final_return' not in a1  # the reference is not paired
+
+
+def test_median_reached_counts_half_as_enough():
+  assert ds.median_reached([100, None]) == 100
+  assert ds.median_reached([100, 300, None, None]) == 200
+  assert ds.median_reached([100, None, None]) is None
+  assert ds.median_reached([]) is None
+
+
+def test_paired_uses_only_shared_seeds():
+  def cell(seed, value, counted=True):
+    return {'seed': seed, 'final_return': value, 'counted': counted}
+  ref = [cell(0, 10.0), cell(1, 20.0), cell(2, 30.0, counted=False)]
+  mine = [cell(0, 15.0), cell(2, 0.0), cell(3, 99.0)]
+  p = ds.paired(mine, ref, 'final_return')
+  assert p['seeds'] == [0] and p['differences'] == [5.0]
+  assert (p['better'], p['worse']) == (1, 0)
+
+
+def test_summary_files_and_json_line(study, capsys):
+  rc, out = _summary(study, capsys)
+  assert rc == 0
+  line = json.loads(out.strip().splitlines()[-1])
+  assert line == {
+      'dual_study': {
+          'adam1': {'final_return_median': 300.0,
+                    'env_steps_to_90pct_median': 750},
+          'adam10': {'final_return_median': 250.0,
+                     'env_steps_to_90pct_median': None}},
+      'task': 'fake:task', 'seeds': [0, 1, 2]}
+  md = (study / 'dual_study.md').read_text()
+  assert '| adam10 | 3/4 | 250.0 (100.0–350.0) |' in md
+  assert '– (1/3)' in md  # adam10's None median to 90%
+  assert 'fewer than half' in md
+  assert '+50.0 (2 better, 1 worse)' in md
+  assert 'adam10_s3:' in md  # the mismatch, with its reason
+  with open(study / 'dual_study.csv', newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 8
+  row = next(r for r in rows if (r['strategy'], r['seed']) == ('adam1', '0'))
+  assert float(row['auc']) == pytest.approx(100.0)
+  assert row['env_steps_to_90pct'] == '' and row['status'] == 'counted'
+  assert (study / 'dual_study.png').stat().st_size > 1000
+
+
+def test_summary_flags_a_budget_other_than_the_study(study):
+  cells = ds.summarise(str(study), TINY, ['adam1'], budget=2000,
+                       quiet=True)['cells']
+  finished = [c for c in cells if c['finished']]
+  assert finished and all(not c['counted'] for c in finished)
+  assert all('budget 1000' in '; '.join(c['problems']) for c in finished)
+
+
+def test_auc_and_steps_edge_cases():
+  assert ds.area_under_curve([], 100) is None
+  # A constant return's AUC is that return.
+  assert ds.area_under_curve([(0, 7.0), (100, 7.0)], 100) == pytest.approx(7)
+  assert ds.steps_to([(0, 1.0), (10, 5.0), (20, 9.0)], 5.0) == 10
+  assert ds.steps_to([(0, 1.0)], 5.0) is None
+  assert ds.steps_to([(0, 1.0)], None) is None
+  assert not math.isnan(ds.area_under_curve([(0, 1.0)], 100))
+
+
+def test_find_cells_reads_strategy_names_with_underscores(tmp_path):
+  for name in ('exact_before_s3', 'exact_after_s10', 'adam1_s0', 'other_s1',
+               'adam1_sx'):
+    (tmp_path / name).mkdir()
+  found = ds.find_cells(str(tmp_path), ['adam1', 'exact_before',
+                                        'exact_after'])
+  assert [(s, seed) for s, seed, _ in found] == [
+      ('adam1', 0), ('exact_before', 3), ('exact_after', 10)]
