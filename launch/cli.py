@@ -123,7 +123,9 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
       raise UsageError('--name cannot change on --resume')
     _check_kind(cfg, command, f'--resume {args.resume}')
     resumed = config_lib.apply_overrides(cfg, overrides)
-    config_lib.check_resume_overrides(cfg, resumed)
+    changed = config_lib.check_resume_overrides(cfg, resumed)
+    _check_replay_changes(changed, resumed, os.path.abspath(args.resume),
+                          getattr(args, 'drop_replay', False))
     cfg = resumed
     run_dir = os.path.abspath(args.resume)
   else:
@@ -139,6 +141,41 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
   except ValueError as e:
     raise UsageError(f'env: {e}') from e
   return cfg, run_dir, bool(args.resume)
+
+
+# A restored Reverb table keeps the settings it was created with.
+REPLAY_TABLE_FIELDS = ('replay_max_size', 'replay_min_size',
+                       'samples_per_insert', 'replay_error_buffer')
+
+
+def _replay_checkpoint_exists(run_dir: str) -> bool:
+  from agents.common.rundir import RunDir
+  path = RunDir(run_dir).replay_checkpoints
+  return os.path.isdir(path) and bool(os.listdir(path))
+
+
+def _check_replay_changes(changed: dict, cfg, run_dir: str,
+                          drop_replay: bool) -> None:
+  """Refuses a resume that changes the replay table's settings while the
+  run's buffer would be restored with the old ones."""
+  fields = [f for f in REPLAY_TABLE_FIELDS if f in changed]
+  if (fields and cfg.replay_checkpoints and not drop_replay and
+      _replay_checkpoint_exists(run_dir)):
+    raise UsageError(
+        f'--resume {run_dir}: {", ".join(fields)} changed, but the run\'s '
+        'replay buffer (checkpoints/replay/) is restored with the settings it '
+        'was created with; resume without changing them, or add '
+        '--drop_replay to start from an empty buffer (refilled to '
+        'replay_min_size)')
+
+
+def _drop_replay(rd, segment: int) -> Optional[str]:
+  """Moves the replay checkpoint aside (never deletes it); returns where."""
+  if not _replay_checkpoint_exists(rd.root):
+    return None
+  dest = f'{rd.replay_checkpoints}-dropped-segment-{segment}'
+  os.replace(rd.replay_checkpoints, dest)
+  return dest
 
 
 def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
@@ -337,6 +374,13 @@ def train(args, extra, command: str = 'train') -> int:
   removed = rd.remove_stray_temporaries()
   if resume:
     _reconcile(rd, latest, segment)
+    if getattr(args, 'drop_replay', False):
+      dropped = _drop_replay(rd, segment)
+      if dropped:
+        print(f'replay buffer dropped (moved to {dropped}); delete it when '
+              'no longer wanted')
+    elif cfg.replay_checkpoints and _replay_checkpoint_exists(run_dir):
+      print('replay buffer: restored from checkpoints/replay/')
   if removed:
     print(f'removed {len(removed)} unfinished temporary file(s) a killed '
           f'program left: {removed}')
@@ -476,6 +520,11 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
                  default='local_mp')
   t.add_argument('--num_actors', type=int)
   t.add_argument('--name', help='run name (directory under runs_root)')
+  t.add_argument('--drop_replay', action='store_true',
+                 help='on --resume: start from an empty replay buffer '
+                 '(needed to change replay_max_size, replay_min_size, '
+                 'samples_per_insert or replay_error_buffer: a restored '
+                 'buffer keeps its own); the old buffer is moved aside')
   t.add_argument('--resume', metavar='RUN_DIR',
                  help='continue the run in RUN_DIR from its last checkpoint')
   return t

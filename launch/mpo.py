@@ -13,7 +13,7 @@ from __future__ import annotations
 from agents.common import environments
 from agents.common import program_nodes
 from agents.common import replay
-from agents.common import supervision
+from agents.common import replay_node
 from agents.mpo import acting
 from agents.mpo import learner as learner_lib
 from agents.mpo import learner_node
@@ -52,9 +52,6 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
                              window_steps)
 
   def replay_tables():
-    # Runs in the replay process before its server starts: the one hook
-    # Launchpad's ReverbNode gives us to tie that process to its launcher.
-    supervision.node_started(run_dir)
     return [replay.make_table(
         layout, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
         samples_per_insert=tc.samples_per_insert,
@@ -62,7 +59,9 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
 
   program = lp.Program(name=f'tandem-{kind}-{tc.name}')
   with program.group('replay'):
-    replay_h = program.add_node(lp.ReverbNode(replay_tables))
+    replay_h = program.add_node(replay_node.ReplayNode(
+        replay_tables, run_dir, tc.replay_checkpoints,
+        tc.replay_checkpoint_period_s))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(
         program_nodes.CounterNode, run_dir, tc.env_step_budget, resume,

@@ -6,6 +6,8 @@ runs/<name>/
   progress.json             the live status line's source
   final.json                written once the budget is reached
   checkpoints/learner/      ckpt-<learner steps>.npz, newest few kept
+  checkpoints/replay/       Reverb's newest replay checkpoint (restored on
+                            resume); replay_checkpoint.json: its size, time
   logs/<node>.csv, logs/tb/ every row keyed by global env and learner steps
   errors/<node>.txt         the traceback of a node that crashed (this launch;
                             earlier launches' under errors/segment-<k>/)
@@ -45,6 +47,15 @@ class RunDir:
   @property
   def learner_checkpoints(self):
     return os.path.join(self.root, 'checkpoints', 'learner')
+  @property
+  def replay_checkpoints(self):
+    return os.path.join(self.root, 'checkpoints', 'replay')
+  @property
+  def replay_checkpoint_record(self):
+    return os.path.join(self.root, 'checkpoints', 'replay_checkpoint.json')
+  @property
+  def replay_restored(self):
+    return os.path.join(self.root, 'checkpoints', 'replay_restored.json')
   @property
   def logs(self): return os.path.join(self.root, 'logs')
   @property

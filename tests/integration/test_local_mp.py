@@ -44,9 +44,24 @@ def test_resume_continues_counts_and_schedules(runs_root):
   first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
 
+  # The replay buffer was checkpointed at the stop ...
+  at_stop = json.load(open(os.path.join(run_dir, 'checkpoints',
+                                        'replay_checkpoint.json')))
+  assert at_stop['at_stop'] and at_stop['items']['transitions'] >= 64
+  # ... so a resume may not change the table's settings without dropping it.
+  refused = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                        '--replay_max_size=5000'])
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert 'replay_max_size' in refused.stderr and '--drop_replay' in \
+      refused.stderr
+
   r2 = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
                    '--env_step_budget=3000'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+  # It started from the buffer as it was at the stop: no refill.
+  restored = json.load(open(os.path.join(run_dir, 'checkpoints',
+                                         'replay_restored.json')))
+  assert restored['items'] == at_stop['items']
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   # The first launch's node logs stay; the resume wrote its own.
   for segment in ('segment-1', 'segment-2'):

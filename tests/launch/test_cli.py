@@ -141,3 +141,30 @@ def test_config_history_records_what_a_resume_changed(tmp_path):
   assert lines[1]['changed'] == {
       'env_step_budget': {'from': 3000, 'to': 9000},
       'num_actors': {'from': 1, 'to': 3}}
+
+
+@pytest.mark.parametrize('override, field', [
+    ('--replay_max_size=5000', 'replay_max_size'),
+    ('--samples_per_insert=4', 'samples_per_insert'),
+])
+def test_resume_changing_a_restored_replay_table_needs_drop_replay(
+    capsys, tmp_path, override, field):
+  rd = _fake_run(tmp_path)
+  # Without a replay checkpoint the buffer is refilled anyway: allowed.
+  cfg, _, _ = cli.resolve_train_config(
+      cli.make_parser().parse_args(['train', '--resume', rd.root]),
+      [override])
+  os.makedirs(os.path.join(rd.replay_checkpoints, '2026-01-01T00:00:00'))
+  before = open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root, override)
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert field in err and '--drop_replay' in err
+  assert open(rd.config).read() == before
+  # With --drop_replay the check passes, and the buffer is moved aside,
+  # never deleted.
+  args = cli.make_parser().parse_args(['train', '--resume', rd.root,
+                                       '--drop_replay'])
+  cli.resolve_train_config(args, [override])
+  dest = cli._drop_replay(rd, 2)  # pylint: disable=protected-access
+  assert os.listdir(dest) == ['2026-01-01T00:00:00']
+  assert not os.path.exists(rd.replay_checkpoints)
