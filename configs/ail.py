@@ -47,7 +47,14 @@ def gail_cartpole() -> AILTrainConfig:
 def airl_cartpole() -> AILTrainConfig:
   """AIRL (Fu et al. 2018): f(s,a,s') = g(s) + γ h(s') − h(s) with the
   state-only reward g of their Sec. 5, logit f − log π(a|s) under the
-  current policy; the generator is rewarded with f."""
+  current policy; the generator is rewarded with f.
+
+  Does not learn cartpole:swingup from the scripted (deterministic)
+  expert within 150k env steps, nor with reward 'logit' or (s, a) input
+  (seed 0: best 264 / 44 / 296): expert actions are 8-28 nats less likely
+  than the agent's own under its policy, so a constant f classifies both
+  batches and the reward carries no signal (BENCHMARKS.md, "AIRL: why it
+  does not learn here")."""
   return _cartpole('airl_cartpole', AILConfig(
       kind='airl', reward='f', input='state_next_state',
       discriminator_steps_per_round=1, generator_steps_per_round=8,
