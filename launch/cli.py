@@ -240,6 +240,22 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   return segment
 
 
+def _describe_failure(e: BaseException) -> str:
+  """Launchpad's 'exited with code -9' means killed by signal 9."""
+  import re
+  text = str(e)
+  m = re.search(r'exited with code (-\d+)', text)
+  if m:
+    import signal
+    num = -int(m.group(1))
+    try:
+      name = signal.Signals(num).name
+    except ValueError:
+      name = f'signal {num}'
+    text += f' (killed by {name})'
+  return text
+
+
 def _reconcile(rd, checkpoint: str, segment: int) -> None:
   """Counter and logs continue from the learner checkpoint's counts."""
   from agents.common import resume as resume_lib
@@ -414,6 +430,7 @@ def train(args, extra, command: str = 'train') -> int:
   else:
     manager = lp.launch(program, launch_type='local_mt')
   watcher.start()
+  deaths = supervision.DeathWatch(run_dir).start()
   failed = False
   try:
     manager.wait()
@@ -424,18 +441,27 @@ def train(args, extra, command: str = 'train') -> int:
     return EXIT_INTERRUPTED
   except BaseException as e:  # a node failed; the manager stops the rest
     failed = True
-    print(f'\nprogram failed: {e}', file=sys.stderr)
+    print(f'\nprogram failed: {_describe_failure(e)}', file=sys.stderr)
+    first = deaths.first()
+    if first is not None:
+      print(f'the first node process to end was {first[1]} (pid {first[0]})',
+            file=sys.stderr)
     try:
       manager.wait(raise_error=False)
     except BaseException:
       pass
   finally:
     stop_watch.set()
+    deaths.stop()
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
   from agents.common.rundir import read_errors
   if failed or read_errors(rd):
     _print_failure(rd, nodes_dir)
+    from agents.common import checkpointing
+    latest = checkpointing.latest(rd.learner_checkpoints)
+    if latest:
+      print(f'latest learner checkpoint: {latest}', file=sys.stderr)
     print(f'\nrun directory: {run_dir} (continue with: tandem train --resume '
           f'{run_dir})', file=sys.stderr)
     return EXIT_FAILED

@@ -89,7 +89,11 @@ def local_resources(launch_type: str) -> dict:
   if launch_type != 'local_mp':
     return {}
   from launchpad.nodes.python.local_multi_processing import PythonProcess
-  return {g: PythonProcess(env=dict(CPU_ONLY)) for g in CPU_GROUPS}
+  # TANDEM_NODE names each process's group, so the launcher can say which
+  # node died first (supervision.DeathWatch).
+  return {g: PythonProcess(env={**(CPU_ONLY if g in CPU_GROUPS else {}),
+                                'TANDEM_NODE': g})
+          for g in CPU_GROUPS + ('learner',)}
 
 
 def learner_template(tc: TrainConfig) -> learner_lib.LearnerState:

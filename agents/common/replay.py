@@ -427,6 +427,10 @@ def to_windows(rows: np.ndarray, layout: WindowLayout, k: int,
   return layout.unpack(rows)
 
 
+class ReplayUnavailable(RuntimeError):
+  """Sampling from the replay server failed: it died, or stopped first."""
+
+
 class BatchStream:
   """Background thread reading [K, B] batches from a Reverb table.
 
@@ -477,8 +481,8 @@ class BatchStream:
 
   def get(self, timeout: float):
     if self._error is not None:
-      raise RuntimeError(f'replay sampling failed: {self._error!r}') from \
-          self._error
+      raise ReplayUnavailable(
+          f'replay sampling failed: {self._error!r}') from self._error
     try:
       return self._queue.get(timeout=timeout)
     except queue.Empty:

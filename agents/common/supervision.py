@@ -27,6 +27,7 @@ import errno
 import fcntl
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -189,3 +190,92 @@ def node_started(run_dir: str) -> None:
   if not _watching:
     grace_s = float(os.environ.get(ENV_GRACE, '60'))
     _watching.append(exit_with_launcher(launcher, grace_s=grace_s))
+
+
+ENV_NODE = 'TANDEM_NODE'   # the node group of a process (launch/mpo.py)
+
+
+def _node_name(pid: int) -> Optional[str]:
+  try:
+    with open(f'/proc/{pid}/environ', 'rb') as f:
+      env = f.read().split(b'\0')
+  except OSError:
+    return None
+  prefix = f'{ENV_NODE}='.encode()
+  for item in env:
+    if item.startswith(prefix):
+      return item[len(prefix):].decode(errors='replace')
+  return None
+
+
+def _gone(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] in ('Z', 'X')
+  except OSError:
+    return True
+
+
+class DeathWatch:
+  """In the launcher: which node process of the program ended first.
+
+  Launchpad's worker manager reports only "One of the workers exited with
+  code N"; when replay is killed, the learner then fails too (it can no
+  longer sample) and would be blamed. This thread learns the program's
+  processes (by the run directory marker and their TANDEM_NODE) and waits
+  on a pidfd of each, so it records the order in which they end as they
+  end, before the manager has noticed anything.
+  """
+
+  def __init__(self, run_dir: str, poll_s: float = 0.25):
+    self._run_dir = run_dir
+    self._poll = poll_s
+    self._fds: dict[int, tuple[int, str]] = {}   # pidfd -> (pid, node)
+    self._known: set = set()
+    self.ended: list[tuple[float, int, str]] = []
+    self._lock = threading.Lock()
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._watch, daemon=True,
+                                    name='death-watch')
+
+  def start(self) -> 'DeathWatch':
+    self._thread.start()
+    return self
+
+  def stop(self) -> None:
+    self._stop.set()
+    self._thread.join(5)
+    for fd in list(self._fds):
+      os.close(fd)
+    self._fds.clear()
+
+  def _learn(self, poller) -> None:
+    for pid in program_processes(self._run_dir):
+      if pid in self._known:
+        continue
+      name = _node_name(pid)
+      if name is None:
+        continue
+      try:
+        fd = os.pidfd_open(pid)
+      except (OSError, AttributeError):
+        continue   # already gone, or no pidfd on this system
+      self._known.add(pid)
+      self._fds[fd] = (pid, name)
+      poller.register(fd, select.POLLIN)
+
+  def _watch(self):
+    poller = select.poll()
+    while not self._stop.is_set():
+      self._learn(poller)
+      for fd, _ in poller.poll(self._poll * 1000):
+        pid, name = self._fds.pop(fd)
+        poller.unregister(fd)
+        os.close(fd)
+        with self._lock:
+          self.ended.append((time.time(), pid, name))
+
+  def first(self) -> Optional[tuple[int, str]]:
+    """(pid, node) of the first program process seen to end, or None."""
+    with self._lock:
+      return (self.ended[0][1], self.ended[0][2]) if self.ended else None

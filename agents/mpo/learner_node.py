@@ -239,6 +239,19 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
           last_ckpt = time.monotonic()
     except Stopping:
       pass
+    except replay.ReplayUnavailable as e:
+      # Replay died (or stopped before us): the state is intact, so leave
+      # through the stop path's checkpoint, then fail naming replay.
+      self._close_streams()
+      path = self.save_checkpoint()
+      if stop_requested():
+        logging.info('learner: replay went away during the stop (%s); '
+                     'checkpoint %s', e, path)
+        return
+      raise replay.ReplayUnavailable(
+          f'learner: the replay server stopped answering ({e}); the replay '
+          f'node died first. The learner saved {path}; continue with '
+          '--resume') from e
     # Stop requested: the stop handler's work, done between updates.
     self._close_streams()
     path = self.save_checkpoint()

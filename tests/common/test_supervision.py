@@ -126,3 +126,34 @@ def test_resume_is_refused_while_an_old_node_lives(tmp_path):
     holder.kill()
     holder.wait()
   cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
+
+
+def test_death_watch_names_the_first_process_to_end(tmp_path):
+  run_dir = str(tmp_path)
+  marker = {supervision.ENV_RUN_DIR: os.path.abspath(run_dir)}
+  nodes = {name: _python('import time; time.sleep(60)',
+                         env={**marker, supervision.ENV_NODE: name})
+           for name in ('replay', 'learner')}
+  watch = supervision.DeathWatch(run_dir, poll_s=0.05).start()
+  try:
+    assert _wait(lambda: len(watch._known) == 2)  # pylint: disable=protected-access
+    assert watch.first() is None
+    nodes['replay'].kill()
+    nodes['replay'].wait()
+    time.sleep(0.2)
+    nodes['learner'].kill()
+    nodes['learner'].wait()
+    assert _wait(lambda: len(watch.ended) == 2)
+    assert watch.first() == (nodes['replay'].pid, 'replay')
+  finally:
+    watch.stop()
+    for p in nodes.values():
+      p.kill()
+
+
+def test_launchpad_exit_codes_are_explained():
+  from launch import cli
+  text = cli._describe_failure(RuntimeError(  # pylint: disable=protected-access
+      'One of the workers exited with code -9.'))
+  assert 'killed by SIGKILL' in text
+  assert cli._describe_failure(RuntimeError('boom')) == 'boom'  # pylint: disable=protected-access

@@ -197,3 +197,45 @@ def test_learner_whose_updates_are_all_skipped_stops_the_program(runs_root):
                                              'learner'))
   assert latest is not None and latest in r.stderr
   assert processes_mentioning(run_dir) == []
+
+
+def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
+  import signal
+  import subprocess
+  import sys
+  import time
+  from agents.common import supervision
+  from tests.integration.conftest import ROOT
+  run_dir = os.path.join(runs_root, 'replaydeath')
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'launch.cli'] + TINY +
+      ['--runs_root', runs_root, '--name', 'replaydeath',
+       '--env_step_budget=10000000', '--checkpoint_period_s=1000'],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
+  progress = os.path.join(run_dir, 'progress.json')
+  deadline = time.time() + 120
+  while time.time() < deadline:  # wait until the learner is training
+    try:
+      if json.load(open(progress))['counts']['learner_steps'] > 50:
+        break
+    except (OSError, ValueError, KeyError):
+      pass
+    time.sleep(0.5)
+  replay = [p for p in supervision.program_processes(run_dir)
+            if supervision._node_name(p) == 'replay']  # pylint: disable=protected-access
+  assert len(replay) == 1
+  os.kill(replay[0], signal.SIGKILL)
+  out, err = proc.communicate(timeout=180)
+  assert proc.returncode == 1, out[-2000:] + err[-2000:]
+  assert f'first node process to end was replay (pid {replay[0]})' in err
+  assert 'killed by SIGKILL' in err
+  # Periodic checkpoints were off: the learner left through its stop path
+  # (or its replay-failure path, which checkpoints the same way).
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None and f'latest learner checkpoint: {latest}' in err
+  assert checkpointing.read_metadata(latest)['counts']['learner_steps'] > 50
+  assert processes_mentioning(run_dir) == []

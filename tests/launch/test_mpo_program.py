@@ -11,7 +11,9 @@ def test_cpu_only_groups_hide_accelerators_and_learner_does_not():
     assert res[group].env['CUDA_VISIBLE_DEVICES'] == ''
     assert res[group].env['JAX_PLATFORMS'] == 'cpu'
     assert res[group].env['OPENBLAS_NUM_THREADS'] == '1'
-  assert 'learner' not in res  # the learner takes the accelerator if any
+    assert res[group].env['TANDEM_NODE'] == group
+  # The learner takes the accelerator if any: only its name is set.
+  assert res['learner'].env == {'TANDEM_NODE': 'learner'}
   assert mpo.local_resources('local_mt') == {}
 
 
