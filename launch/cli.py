@@ -21,6 +21,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -240,6 +241,46 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   return segment
 
 
+def node_names(cfg) -> list[str]:
+  """The nodes of a program, as their crash reports and stop markers name
+  them."""
+  return (['replay', 'counter', 'learner', 'evaluator', 'limiter'] +
+          [f'actor_{i}' for i in range(cfg.num_actors)])
+
+
+def _report_stops(rd, cfg, segment: int, stop_time) -> list[str]:
+  """Writes nodes/segment-<k>/stop_times.json (seconds from the stop to
+  each node's end) and reports nodes that neither finished nor crashed:
+  those were killed, mostly by Launchpad's SIGKILL once stop_grace_s ran
+  out. Returns their names."""
+  from agents.common.files import write_json_atomic
+  from agents.common.rundir import read_errors, read_stopped
+  finished = read_stopped(rd)
+  crashed = set(read_errors(rd))
+  killed = [n for n in node_names(cfg) if n not in finished and
+            n not in crashed]
+  seconds = ({n: round(t - stop_time, 3) for n, t in finished.items()}
+             if stop_time else {})
+  os.makedirs(rd.segment_nodes(segment), exist_ok=True)
+  write_json_atomic(os.path.join(rd.segment_nodes(segment), 'stop_times.json'),
+                    {'stop_time': stop_time, 'seconds_to_stop': seconds,
+                     'killed': killed, 'crashed': sorted(crashed),
+                     'stop_grace_s': cfg.stop_grace_s})
+  if killed:
+    print(f'\nnode(s) {", ".join(killed)} ended without finishing their stop: '
+          'killed by a signal (Launchpad\'s SIGKILL once stop_grace_s='
+          f'{cfg.stop_grace_s:g} s ran out, or from outside). What they had '
+          'not saved is lost; the learner resumes from its latest checkpoint. '
+          'If the grace period was too short, raise stop_grace_s. Continue '
+          f'with: tandem {_command(cfg)} --resume {rd.root}', file=sys.stderr)
+  return killed
+
+
+def _command(cfg) -> str:
+  return 'train-ail' if isinstance(cfg, config_lib.AILTrainConfig) \
+      else 'train'
+
+
 def _describe_failure(e: BaseException) -> str:
   """Launchpad's 'exited with code -9' means killed by signal 9."""
   import re
@@ -385,6 +426,8 @@ def train(args, extra, command: str = 'train') -> int:
   write_json_atomic(rd.config, config_lib.to_dict(cfg))
   # The previous launch's crash reports stay, under errors/segment-<k>/.
   rd.archive_errors(segment - 1)
+  if os.path.isdir(rd.stopped):  # the previous launch's stop markers
+    shutil.rmtree(rd.stopped)
   if os.path.exists(rd.final):
     os.unlink(rd.final)
   removed = rd.remove_stray_temporaries()
@@ -427,20 +470,35 @@ def train(args, extra, command: str = 'train') -> int:
                         terminal='output_to_files',
                         local_resources=program_lib.local_resources(
                             'local_mp'))
+    # When the grace period runs out, Launchpad SIGKILLs the nodes still
+    # stopping and, by default, its own launcher too (exit 137, nothing
+    # reported). Every local_mp node is a process, so the launcher can
+    # stay alive to say which node was killed and how to continue.
+    manager._kill_main_thread = False  # pylint: disable=protected-access
   else:
     manager = lp.launch(program, launch_type='local_mt')
   watcher.start()
   deaths = supervision.DeathWatch(run_dir).start()
+  # When the stop begins (Ctrl-C, a failed node, the limiter's lp.stop()):
+  # each node's stop path is timed from here.
+  stop_seen = []
+  threading.Thread(target=lambda: (manager.stop_event().wait(),
+                                   stop_seen.append(time.time())),
+                   daemon=True).start()
   failed = False
+  stop_time = None
   try:
     manager.wait()
   except KeyboardInterrupt:
     stop_watch.set()
+    stop_time = time.time()
     print('\ninterrupted; stopping the program', file=sys.stderr)
     manager.stop_and_wait()
+    _report_stops(rd, cfg, segment, stop_time)
     return EXIT_INTERRUPTED
   except BaseException as e:  # a node failed; the manager stops the rest
     failed = True
+    stop_time = time.time()
     print(f'\nprogram failed: {_describe_failure(e)}', file=sys.stderr)
     first = deaths.first()
     if first is not None:
@@ -453,6 +511,12 @@ def train(args, extra, command: str = 'train') -> int:
   finally:
     stop_watch.set()
     deaths.stop()
+  if stop_seen:
+    stop_time = stop_seen[0]
+  elif stop_time is None and os.path.exists(rd.final):
+    with open(rd.final) as f:
+      stop_time = json.load(f).get('stop_time')
+  _report_stops(rd, cfg, segment, stop_time)
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
   from agents.common.rundir import read_errors

@@ -90,6 +90,9 @@ class TrainConfig:
   # Test hook: every learner update from this learner step on is treated
   # as non-finite (0: never).
   fault_injection_nonfinite_after: int = 0
+  # Test hook: the learner's stop path sleeps this long before its
+  # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
+  fault_injection_slow_stop_s: float = 0.0
 
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
@@ -154,6 +157,10 @@ class TrainConfig:
            self.fault_injection_nonfinite_after >= 0,
            'fault_injection_nonfinite_after', 'an integer >= 0',
            self.fault_injection_nonfinite_after)
+    _check(_is_num(self.fault_injection_slow_stop_s) and
+           self.fault_injection_slow_stop_s >= 0,
+           'fault_injection_slow_stop_s', 'a number of seconds >= 0',
+           self.fault_injection_slow_stop_s)
     _check(_is_int(self.fault_injection_actor_crash_after) and
            self.fault_injection_actor_crash_after >= 0,
            'fault_injection_actor_crash_after', 'an integer >= 0',
@@ -178,6 +185,7 @@ RESUMABLE_FIELDS = frozenset({
     'replay_min_size', 'samples_per_insert', 'replay_error_buffer',
     'fault_injection_actor_crash_after', 'max_consecutive_env_faults',
     'stall_window', 'max_skipped_fraction', 'fault_injection_nonfinite_after',
+    'fault_injection_slow_stop_s',
     'replay_checkpoints', 'replay_checkpoint_period_s',
     # The path may move; its contents are held to the run's first file by
     # sha256 (launch/cli.py: check_demonstrations).

@@ -96,5 +96,7 @@ class StepsLimiter:
           'final_eval_returns_min_max': [final['eval_return_min'],
                                          final['eval_return_max']],
           'counts': counts, 'budget': self._budget,
-          'learner_checkpoint': checkpoint})
+          'learner_checkpoint': checkpoint,
+          # When the stop began: each node's stop path is timed from here.
+          'stop_time': time.time()})
     lp.stop()

@@ -64,6 +64,10 @@ class RunDir:
   def nodes(self): return os.path.join(self.root, 'nodes')
   @property
   def lock(self): return os.path.join(self.root, '.lock')
+  @property
+  def stopped(self):
+    """Markers of the nodes of the current launch that finished."""
+    return os.path.join(self.root, '.stopped')
 
   def segment_nodes(self, segment: int) -> str:
     """nodes/segment-<k>/: the node logs of the k-th launch of this run."""
@@ -161,6 +165,7 @@ def capture_errors(run_dir: RunDir, node: str):
   supervision.node_started(run_dir.root)
   try:
     yield
+    _mark_stopped(run_dir, node)
   except BaseException as e:
     if not isinstance(e, (KeyboardInterrupt, SystemExit)):
       os.makedirs(run_dir.errors, exist_ok=True)
@@ -186,6 +191,32 @@ def _move_files(src: str, dest: str, keep) -> None:
     os.makedirs(dest, exist_ok=True)
   for name in names:
     os.replace(os.path.join(src, name), os.path.join(dest, name))
+
+
+def _mark_stopped(run_dir: RunDir, node: str) -> None:
+  """A node that got to the end of its run() (its stop path included)
+  says so, with the time: a node of the launch without such a marker and
+  without a crash report was killed, typically by Launchpad's SIGKILL at
+  the end of the stop's grace period."""
+  import json
+  import time
+  os.makedirs(run_dir.stopped, exist_ok=True)
+  with open(os.path.join(run_dir.stopped, node), 'w') as f:
+    json.dump({'node': node, 'time': time.time()}, f)
+
+
+def read_stopped(run_dir: RunDir) -> dict[str, float]:
+  """{node: time it finished} for the nodes of this launch that finished."""
+  import json
+  out = {}
+  if os.path.isdir(run_dir.stopped):
+    for name in os.listdir(run_dir.stopped):
+      try:
+        with open(os.path.join(run_dir.stopped, name)) as f:
+          out[name] = float(json.load(f)['time'])
+      except (OSError, ValueError, KeyError):
+        pass
+  return out
 
 
 def read_errors(run_dir: RunDir) -> dict[str, str]:

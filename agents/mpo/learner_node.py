@@ -254,5 +254,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
           '--resume') from e
     # Stop requested: the stop handler's work, done between updates.
     self._close_streams()
+    if self._tc.fault_injection_slow_stop_s:
+      time.sleep(self._tc.fault_injection_slow_stop_s)
     path = self.save_checkpoint()
     logging.info('learner: stopped, checkpoint %s', path)

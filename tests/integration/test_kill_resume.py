@@ -98,3 +98,34 @@ def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
   assert min(x['env_steps'] for x in resumed) >= saved['env_steps']
   final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   assert final['env_steps'] >= budget
+
+
+@pytest.mark.slow
+def test_a_stop_that_outlasts_the_grace_period_is_reported_as_a_kill(
+    runs_root):
+  run_dir = os.path.join(runs_root, 'slowstop')
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'launch.cli'] + TINY +
+      ['--runs_root', runs_root, '--name', 'slowstop',
+       '--env_step_budget=10000000', '--stop_grace_s=3',
+       '--fault_injection_slow_stop_s=60'],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
+  deadline = time.time() + 120
+  while _learner_steps(run_dir) < 50 and time.time() < deadline:
+    time.sleep(0.2)
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  assert 'learner ended without finishing their stop' in err or \
+      'learner' in err.split('ended without finishing')[0].splitlines()[-1]
+  assert 'stop_grace_s=3' in err and '--resume' in err
+  stops = json.load(open(os.path.join(run_dir, 'nodes', 'segment-1',
+                                      'stop_times.json')))
+  assert 'learner' in stops['killed']
+  # The others finished, inside the grace period.
+  assert 'counter' in stops['seconds_to_stop']
+  assert max(stops['seconds_to_stop'].values()) < 10
+  assert processes_mentioning(run_dir) == []
