@@ -297,6 +297,18 @@ def _describe_failure(e: BaseException) -> str:
   return text
 
 
+def _keep_off_accelerators(launch: str) -> None:
+  """Under local_mp the launcher's own JAX work (restoring the checkpoint
+  to validate a resume) runs on the CPU: JAX would otherwise claim most of
+  a GPU's memory in the launcher, before the learner's process starts.
+  local_mt runs the learner in this process, so it keeps the default.
+  (jax.config, not JAX_PLATFORMS: node processes inherit the environment.)"""
+  if launch != 'local_mp':
+    return
+  import jax
+  jax.config.update('jax_platforms', 'cpu')
+
+
 def _reconcile(rd, checkpoint: str, segment: int) -> None:
   """Counter and logs continue from the learner checkpoint's counts."""
   from agents.common import resume as resume_lib
@@ -415,6 +427,7 @@ def train(args, extra, command: str = 'train') -> int:
   lock = Lock(rd)
   lock.acquire()  # refuses a second program on the same run directory
   _refuse_if_nodes_alive(run_dir)
+  _keep_off_accelerators(args.launch)
   if resume:
     latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')

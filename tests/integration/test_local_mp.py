@@ -168,6 +168,7 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
       pass
     time.sleep(0.5)
   assert processes_mentioning(run_dir)
+  _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   deadline = time.time() + 90
@@ -239,3 +240,24 @@ def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
   assert latest is not None and f'latest learner checkpoint: {latest}' in err
   assert checkpointing.read_metadata(latest)['counts']['learner_steps'] > 50
   assert processes_mentioning(run_dir) == []
+
+
+def _check_listening_sockets_are_as_the_readme_says(run_dir, launcher_pid):
+  """README, "Security notes": each node process listens on one TCP port on
+  every interface (Reverb and Courier bind "[::]:<port>"; Launchpad offers
+  no way to bind loopback), the launcher on none. Read from the processes'
+  own socket tables, never by connecting anywhere."""
+  import psutil
+  from agents.common import supervision
+  listening = {}
+  for pid in supervision.program_processes(run_dir) + [launcher_pid]:
+    conns = psutil.Process(pid).net_connections('inet')
+    listening[pid] = sorted({(c.laddr.ip, c.laddr.port) for c in conns
+                             if c.status == psutil.CONN_LISTEN})
+  assert listening.pop(launcher_pid) == []
+  nodes = {supervision._node_name(pid): addrs  # pylint: disable=protected-access
+           for pid, addrs in listening.items()}
+  assert set(nodes) == {'replay', 'counter', 'learner', 'actor', 'evaluator',
+                        'limiter'}, nodes
+  for node, addrs in nodes.items():
+    assert len(addrs) == 1 and addrs[0][0] == '::', (node, addrs)

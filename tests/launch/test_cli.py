@@ -168,3 +168,24 @@ def test_resume_changing_a_restored_replay_table_needs_drop_replay(
   dest = cli._drop_replay(rd, 2)  # pylint: disable=protected-access
   assert os.listdir(dest) == ['2026-01-01T00:00:00']
   assert not os.path.exists(rd.replay_checkpoints)
+
+
+def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
+  import subprocess
+  import sys
+  # In a fresh process: once a backend is up, jax_platforms is fixed.
+  code = ('import jax\n'
+          'from launch import cli\n'
+          'cli._keep_off_accelerators("local_mt")\n'
+          'assert jax.config.jax_platforms in (None, ""), '
+          'jax.config.jax_platforms\n'
+          'cli._keep_off_accelerators("local_mp")\n'
+          'assert jax.config.jax_platforms == "cpu"\n'
+          'assert {d.platform for d in jax.devices()} == {"cpu"}\n'
+          'import os; assert "JAX_PLATFORMS" not in os.environ\n')
+  root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
+  r = subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr[-2000:]
