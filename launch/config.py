@@ -90,6 +90,9 @@ class TrainConfig:
   # Test hook: every learner update from this learner step on is treated
   # as non-finite (0: never).
   fault_injection_nonfinite_after: int = 0
+  # Test hook: actor 0's environments raise on every this-many-th step
+  # (1: on every step, a permanently failing environment; 0: never).
+  fault_injection_env_fault_every: int = 0
   # Test hook: the learner's stop path sleeps this long before its
   # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
   fault_injection_slow_stop_s: float = 0.0
@@ -157,6 +160,10 @@ class TrainConfig:
            self.fault_injection_nonfinite_after >= 0,
            'fault_injection_nonfinite_after', 'an integer >= 0',
            self.fault_injection_nonfinite_after)
+    _check(_is_int(self.fault_injection_env_fault_every) and
+           self.fault_injection_env_fault_every >= 0,
+           'fault_injection_env_fault_every', 'an integer >= 0',
+           self.fault_injection_env_fault_every)
     _check(_is_num(self.fault_injection_slow_stop_s) and
            self.fault_injection_slow_stop_s >= 0,
            'fault_injection_slow_stop_s', 'a number of seconds >= 0',
@@ -185,7 +192,7 @@ RESUMABLE_FIELDS = frozenset({
     'replay_min_size', 'samples_per_insert', 'replay_error_buffer',
     'fault_injection_actor_crash_after', 'max_consecutive_env_faults',
     'stall_window', 'max_skipped_fraction', 'fault_injection_nonfinite_after',
-    'fault_injection_slow_stop_s',
+    'fault_injection_slow_stop_s', 'fault_injection_env_fault_every',
     'replay_checkpoints', 'replay_checkpoint_period_s',
     # The path may move; its contents are held to the run's first file by
     # sha256 (launch/cli.py: check_demonstrations).

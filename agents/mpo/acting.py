@@ -85,14 +85,39 @@ def node_env_faults(train_config, node: str, run_dir: RunDir,
       report=lambda: call(counter, 'increment', env_faults=1))
 
 
+class InjectedEnvFault(RuntimeError):
+  """Raised by the environment-fault test hook."""
+
+
+class _FaultyEnv:
+  """Test hook: an environment whose every `every`-th step raises (every=1:
+  an environment that never takes a step)."""
+
+  def __init__(self, env, every: int):
+    self._env, self._every, self._steps = env, every, 0
+
+  def step(self, action):
+    self._steps += 1
+    if self._steps % self._every == 0:
+      raise InjectedEnvFault(f'injected environment fault at step '
+                             f'{self._steps}')
+    return self._env.step(action)
+
+  def __getattr__(self, name):
+    return getattr(self._env, name)
+
+
 def rebuilding_env(env_name: str, seed_path: tuple,
                    faults: env_faults.EnvFaults, slot: int = 0,
-                   recover_on: str = 'step') -> env_faults.RebuildingEnv:
+                   recover_on: str = 'step',
+                   fault_every: int = 0) -> env_faults.RebuildingEnv:
   """Environment `env_name` seeded from `seed_path`, rebuilt with a fresh
-  seed whenever it raises."""
+  seed whenever it raises. fault_every > 0: the test hook above."""
+  def make(seed):
+    env = environments.make_environment(env_name, seed=seed)
+    return _FaultyEnv(env, fault_every) if fault_every else env
   return env_faults.RebuildingEnv(
-      lambda seed: environments.make_environment(env_name, seed=seed),
-      lambda k: env_seed(seed_path, k), faults, slot=slot,
+      make, lambda k: env_seed(seed_path, k), faults, slot=slot,
       recover_on=recover_on)
 
 
@@ -193,8 +218,9 @@ class ActorNode:
     tc, cfg = self._tc, self._tc.mpo
     faults = node_env_faults(tc, f'actor_{self._id}', self._run_dir,
                              self._counter)
+    fault_every = tc.fault_injection_env_fault_every if self._id == 0 else 0
     envs = [rebuilding_env(tc.env, (*self._root, ACTOR_ENVS, self._id, k),
-                           faults, slot=k)
+                           faults, slot=k, fault_every=fault_every)
             for k in range(tc.envs_per_actor)]
     dims = environments.env_dims(envs[0])
     layout = replay.layout_for(dims.observation_dim, dims.action_dim,

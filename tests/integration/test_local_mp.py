@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from agents.common import checkpointing
 from agents.common import logs
@@ -261,3 +262,38 @@ def _check_listening_sockets_are_as_the_readme_says(run_dir, launcher_pid):
                         'limiter'}, nodes
   for node, addrs in nodes.items():
     assert len(addrs) == 1 and addrs[0][0] == '::', (node, addrs)
+
+
+def test_environment_faults_cost_episodes_not_the_run(runs_root):
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'faults',
+                         '--fault_injection_env_fault_every=1200'])
+  run_dir = os.path.join(runs_root, 'faults')
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  assert final['env_steps'] >= 3000
+  # Actor 0's two environments (~1500 steps each) fault at their 1200th
+  # step, in their second episode: the first episodes complete.
+  assert final['env_faults'] >= 2
+  reports = os.listdir(os.path.join(run_dir, 'errors', 'env_faults'))
+  assert len(reports) == final['env_faults']
+  assert all(n.startswith('actor_0-') for n in reports)
+  assert 'InjectedEnvFault' in open(os.path.join(
+      run_dir, 'errors', 'env_faults', sorted(reports)[0])).read()
+  # Survived faults are not crash reports.
+  assert not [n for n in os.listdir(os.path.join(run_dir, 'errors'))
+              if n.endswith('.txt')]
+  assert processes_mentioning(run_dir) == []
+
+
+@pytest.mark.slow
+def test_permanently_failing_environment_stops_the_program_naming_it(
+    runs_root):
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'broken',
+                         '--fault_injection_env_fault_every=1',
+                         '--max_consecutive_env_faults=3'])
+  run_dir = os.path.join(runs_root, 'broken')
+  assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+  assert 'node actor_0 crashed' in r.stderr
+  assert 'EnvFaultLimitExceeded' in r.stderr
+  assert 'cartpole:swingup' in r.stderr
+  assert processes_mentioning(run_dir) == []
