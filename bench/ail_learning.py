@@ -33,14 +33,14 @@ import os
 import re
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from agents.common import logs  # noqa: E402
+import _cells  # noqa: E402  (bench/_cells.py)
 
 KINDS = ('gail', 'airl')
 FRACTIONS = (0.5, 0.9)
@@ -50,7 +50,7 @@ DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
 DEFAULT_BUDGET = 150_000
 RUN_NAME = re.compile(r'^([a-z]+)_s(\d+)$')
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 
 
 def _pct(fraction: float) -> str:
@@ -332,35 +332,8 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
 
 
 def run_cell(command, log_path: str) -> int:
-  """Runs one cell from the repo root; its output goes to the terminal and
-  is appended to log_path. Returns its exit status."""
-  env = dict(os.environ, PYTHONUNBUFFERED='1')
-  with open(log_path, 'a') as log:
-    log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
-              f'{shlex.join(command)}\n')
-    log.flush()
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, errors='replace')
-    try:
-      for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        log.write(line)
-        log.flush()
-      return proc.wait()
-    except KeyboardInterrupt:
-      # The child got the same SIGINT and stops its program (saving state);
-      # wait for it so the next `run` can continue the cell.
-      print('\nail_learning: interrupted; waiting for the run to stop',
-            file=sys.stderr)
-      try:
-        proc.wait()
-      except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-      log.write('===== interrupted\n')
-      return EXIT_INTERRUPTED
+  """One cell from the repo root (bench/_cells.py)."""
+  return _cells.run_cell(command, log_path, REPO_ROOT, 'ail_learning')
 
 
 def run(args) -> int:

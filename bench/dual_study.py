@@ -52,14 +52,14 @@ import os
 import re
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from agents.common import logs  # noqa: E402
+import _cells  # noqa: E402  (bench/_cells.py)
 from agents.mpo.config import ConfigError  # noqa: E402
 from launch import config as config_lib  # noqa: E402
 
@@ -95,7 +95,7 @@ DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 RUN_NAME = re.compile(r'^(.+)_s(\d+)$')
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 # Fields a run's config.json may hold with other values than the study's
 # and still be the study's cell: its name and location, and what a resume
 # may change (the budget is checked on its own, from final.json).
@@ -682,35 +682,8 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
 
 
 def run_cell(command, log_path: str) -> int:
-  """Runs one cell from the repo root; its output goes to the terminal and
-  is appended to log_path. Returns its exit status."""
-  env = dict(os.environ, PYTHONUNBUFFERED='1')
-  with open(log_path, 'a') as log:
-    log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
-              f'{shlex.join(command)}\n')
-    log.flush()
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, errors='replace')
-    try:
-      for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        log.write(line)
-        log.flush()
-      return proc.wait()
-    except KeyboardInterrupt:
-      # The child got the same SIGINT and stops its program, checkpointing
-      # on the way down; wait for it so that --resume can continue the cell.
-      print('\ndual_study: interrupted; waiting for the run to stop',
-            file=sys.stderr)
-      try:
-        proc.wait()
-      except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-      log.write('===== interrupted\n')
-      return EXIT_INTERRUPTED
+  """One cell from the repo root (bench/_cells.py)."""
+  return _cells.run_cell(command, log_path, REPO_ROOT, 'dual_study')
 
 
 def plan(args, base) -> list:

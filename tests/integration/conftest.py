@@ -20,6 +20,37 @@ def run_tandem(args, timeout=240):
       capture_output=True, text=True, timeout=timeout)
 
 
+def start_tandem(args, capture=True):
+  """Starts the `tandem` CLI in a subprocess and returns its Popen (text
+  pipes for stdout and stderr, or neither with capture=False)."""
+  import subprocess as sp
+  env = dict(os.environ)
+  env.pop('LAUNCHPAD_LOGGING_DIR', None)
+  out = sp.PIPE if capture else sp.DEVNULL
+  return sp.Popen([sys.executable, '-m', 'launch.cli'] + list(args), cwd=ROOT,
+                  env=env, stdout=out, stderr=out, text=True)
+
+
+def learner_steps(run_dir):
+  """The global learner steps in run_dir's progress.json (0 if unreadable)."""
+  import json
+  try:
+    with open(os.path.join(run_dir, 'progress.json')) as f:
+      return json.load(f)['counts']['learner_steps']
+  except (OSError, ValueError, KeyError):
+    return 0
+
+
+def wait_for_learner_steps(run_dir, steps, timeout=120.0):
+  """Waits until the program on run_dir has made more than `steps` learner
+  steps (or `timeout` passes); returns the last count seen."""
+  import time
+  deadline = time.time() + timeout
+  while learner_steps(run_dir) <= steps and time.time() < deadline:
+    time.sleep(0.2)
+  return learner_steps(run_dir)
+
+
 def processes_mentioning(text):
   """Live processes whose environment or command line mentions `text`."""
   found = []

@@ -6,35 +6,17 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from agents.common import checkpointing
 from agents.common import logs
-from tests.integration.conftest import (ROOT, processes_mentioning,
-                                        run_tandem)
+from tests.integration.conftest import (learner_steps, processes_mentioning,
+                                        run_tandem, start_tandem,
+                                        wait_for_learner_steps)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
-
-
-def _start(runs_root, name, extra):
-  env = dict(os.environ)
-  env.pop('LAUNCHPAD_LOGGING_DIR', None)
-  return subprocess.Popen(
-      [sys.executable, '-m', 'launch.cli'] + TINY +
-      ['--runs_root', runs_root, '--name', name] + extra,
-      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _learner_steps(run_dir):
-  try:
-    with open(os.path.join(run_dir, 'progress.json')) as f:
-      return json.load(f)['counts']['learner_steps']
-  except (OSError, ValueError, KeyError):
-    return 0
 
 
 def _kill_everything(proc, run_dir):
@@ -70,11 +52,12 @@ def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
   name = f'kill{seed}'
   run_dir = os.path.join(runs_root, name)
   # Periodic checkpoints every 2 s: the kill lands between two of them.
-  proc = _start(runs_root, name, ['--env_step_budget=10000000',
-                                  '--checkpoint_period_s=2'])
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', name,
+                              '--env_step_budget=10000000',
+                              '--checkpoint_period_s=2'], capture=False)
   target = rng.randint(60, 300)
   deadline = time.time() + 180
-  while _learner_steps(run_dir) < target and time.time() < deadline:
+  while learner_steps(run_dir) < target and time.time() < deadline:
     time.sleep(0.2)
   time.sleep(rng.uniform(0, 2))
   _kill_everything(proc, run_dir)
@@ -104,18 +87,10 @@ def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
 def test_a_stop_that_outlasts_the_grace_period_is_reported_as_a_kill(
     runs_root):
   run_dir = os.path.join(runs_root, 'slowstop')
-  env = dict(os.environ)
-  env.pop('LAUNCHPAD_LOGGING_DIR', None)
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'launch.cli'] + TINY +
-      ['--runs_root', runs_root, '--name', 'slowstop',
-       '--env_step_budget=10000000', '--stop_grace_s=3',
-       '--fault_injection_slow_stop_s=60'],
-      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
-  deadline = time.time() + 120
-  while _learner_steps(run_dir) < 50 and time.time() < deadline:
-    time.sleep(0.2)
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'slowstop',
+                              '--env_step_budget=10000000', '--stop_grace_s=3',
+                              '--fault_injection_slow_stop_s=60'])
+  wait_for_learner_steps(run_dir, 50)
   proc.send_signal(signal.SIGINT)
   out, err = proc.communicate(timeout=120)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]

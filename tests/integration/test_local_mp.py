@@ -9,7 +9,8 @@ import pytest
 from agents.common import checkpointing
 from agents.common import logs
 from agents.common import schedules
-from tests.integration.conftest import processes_mentioning, run_tandem
+from tests.integration.conftest import (processes_mentioning, run_tandem,
+                                        start_tandem, wait_for_learner_steps)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 
@@ -108,28 +109,11 @@ def test_crashing_actor_stops_program_nonzero_naming_it(runs_root):
 
 def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
   import signal
-  import subprocess
-  import sys
-  import time
-  from tests.integration.conftest import ROOT
   run_dir = os.path.join(runs_root, 'intr')
-  env = dict(os.environ)
-  env.pop('LAUNCHPAD_LOGGING_DIR', None)
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'launch.cli'] + TINY +
-      ['--runs_root', runs_root, '--name', 'intr', '--env_step_budget=10000000',
-       '--checkpoint_period_s=1000'],
-      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
-  progress = os.path.join(run_dir, 'progress.json')
-  deadline = time.time() + 120
-  while time.time() < deadline:  # wait until the learner is training
-    try:
-      if json.load(open(progress))['counts']['learner_steps'] > 50:
-        break
-    except (OSError, ValueError, KeyError):
-      pass
-    time.sleep(0.5)
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'intr',
+                              '--env_step_budget=10000000',
+                              '--checkpoint_period_s=1000'])
+  wait_for_learner_steps(run_dir, 50)
   proc.send_signal(signal.SIGINT)
   out, err = proc.communicate(timeout=120)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]
@@ -147,27 +131,12 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
   ordinary stop path (the learner checkpoints on the way down), and release
   the run directory (the resume itself is test_resume_*'s)."""
   import signal
-  import subprocess
-  import sys
   import time
-  from tests.integration.conftest import ROOT
   run_dir = os.path.join(runs_root, 'orphan')
-  env = dict(os.environ)
-  env.pop('LAUNCHPAD_LOGGING_DIR', None)
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'launch.cli'] + TINY +
-      ['--runs_root', runs_root, '--name', 'orphan',
-       '--env_step_budget=10000000', '--checkpoint_period_s=1000'],
-      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  progress = os.path.join(run_dir, 'progress.json')
-  deadline = time.time() + 120
-  while time.time() < deadline:  # wait until the learner is training
-    try:
-      if json.load(open(progress))['counts']['learner_steps'] > 50:
-        break
-    except (OSError, ValueError, KeyError):
-      pass
-    time.sleep(0.5)
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'orphan',
+                              '--env_step_budget=10000000',
+                              '--checkpoint_period_s=1000'], capture=False)
+  wait_for_learner_steps(run_dir, 50)
   assert processes_mentioning(run_dir)
   _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
   proc.send_signal(signal.SIGKILL)
@@ -203,29 +172,12 @@ def test_learner_whose_updates_are_all_skipped_stops_the_program(runs_root):
 
 def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
   import signal
-  import subprocess
-  import sys
-  import time
   from agents.common import supervision
-  from tests.integration.conftest import ROOT
   run_dir = os.path.join(runs_root, 'replaydeath')
-  env = dict(os.environ)
-  env.pop('LAUNCHPAD_LOGGING_DIR', None)
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'launch.cli'] + TINY +
-      ['--runs_root', runs_root, '--name', 'replaydeath',
-       '--env_step_budget=10000000', '--checkpoint_period_s=1000'],
-      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
-  progress = os.path.join(run_dir, 'progress.json')
-  deadline = time.time() + 120
-  while time.time() < deadline:  # wait until the learner is training
-    try:
-      if json.load(open(progress))['counts']['learner_steps'] > 50:
-        break
-    except (OSError, ValueError, KeyError):
-      pass
-    time.sleep(0.5)
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name',
+                              'replaydeath', '--env_step_budget=10000000',
+                              '--checkpoint_period_s=1000'])
+  wait_for_learner_steps(run_dir, 50)
   replay = [p for p in supervision.program_processes(run_dir)
             if supervision._node_name(p) == 'replay']  # pylint: disable=protected-access
   assert len(replay) == 1
