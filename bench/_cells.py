@@ -4,6 +4,7 @@ and is appended to the cell's log."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -44,3 +45,26 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
         proc.wait()
       log.write('===== interrupted\n')
       return EXIT_INTERRUPTED
+
+
+def parse_seeds(text: str) -> list:
+  """argparse type: '0,1,2' -> [0, 1, 2] (distinct, in order, each >= 0)."""
+  try:
+    seeds = [int(s) for s in text.split(',') if s.strip()]
+  except ValueError:
+    seeds = []
+  if not seeds or any(s < 0 for s in seeds):
+    raise argparse.ArgumentTypeError(
+        f'expected comma-separated integers >= 0, got {text!r}')
+  return list(dict.fromkeys(seeds))
+
+
+def parse_budget(text: str) -> int:
+  """argparse type: an env-step budget, an integer >= 1."""
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'expected an integer >= 1, got {text!r}')
+  return value

@@ -763,25 +763,8 @@ def _strategies(text: str) -> list:
   return list(dict.fromkeys(names))
 
 
-def _seeds(text: str) -> list:
-  try:
-    seeds = [int(s) for s in text.split(',') if s.strip()]
-  except ValueError:
-    seeds = []
-  if not seeds or any(s < 0 for s in seeds):
-    raise argparse.ArgumentTypeError(
-        f'expected comma-separated integers >= 0, got {text!r}')
-  return list(dict.fromkeys(seeds))
-
-
-def _budget(text: str) -> int:
-  try:
-    value = int(text)
-  except ValueError:
-    value = 0
-  if value < 1:
-    raise argparse.ArgumentTypeError(f'expected an integer >= 1, got {text!r}')
-  return value
+_seeds = _cells.parse_seeds
+_budget = _cells.parse_budget
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -44,17 +44,24 @@ def test_launcher_identity_round_trips_and_tells_alive_from_gone():
   assert not supervision.alive(me._replace(start_time=me.start_time + 1))
 
 
-def test_nodes_lock_is_seen_while_a_node_process_holds_it(tmp_path):
-  run_dir = str(tmp_path)
-  assert not supervision.nodes_running(run_dir)
+def _lock_holder(run_dir, env=None):
+  """A process holding run_dir's node lock, as a node would; returns once
+  it holds it."""
   holder = _python(f"""
-      import sys, time
+      import time
       from agents.common import supervision
       supervision.hold_nodes_lock({run_dir!r})
       print('held', flush=True)
       time.sleep(60)
-      """)
+      """, env=env)
   assert holder.stdout.readline().strip() == 'held'
+  return holder
+
+
+def test_nodes_lock_is_seen_while_a_node_process_holds_it(tmp_path):
+  run_dir = str(tmp_path)
+  assert not supervision.nodes_running(run_dir)
+  holder = _lock_holder(run_dir)
   try:
     assert supervision.nodes_running(run_dir)
     # Asking does not take the lock away from the holder.
@@ -111,14 +118,7 @@ def test_nodes_inside_the_launcher_process_take_no_lock(tmp_path,
 def test_resume_is_refused_while_an_old_node_lives(tmp_path):
   from launch import cli
   run_dir = str(tmp_path)
-  holder = _python(f"""
-      import time
-      from agents.common import supervision
-      supervision.hold_nodes_lock({run_dir!r})
-      print('held', flush=True)
-      time.sleep(60)
-      """, env={supervision.ENV_RUN_DIR: run_dir})
-  assert holder.stdout.readline().strip() == 'held'
+  holder = _lock_holder(run_dir, env={supervision.ENV_RUN_DIR: run_dir})
   try:
     with pytest.raises(cli.UsageError, match=str(holder.pid)):
       cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
