@@ -491,7 +491,10 @@ def train(args, extra, command: str = 'train') -> int:
   else:
     manager = lp.launch(program, launch_type='local_mt')
   watcher.start()
-  deaths = supervision.DeathWatch(run_dir).start()
+  # Only local_mp has node processes to watch; local_mt's are threads.
+  deaths = supervision.DeathWatch(run_dir, expected=len(node_names(cfg)))
+  if args.launch == 'local_mp':
+    deaths.start()
   # When the stop begins (Ctrl-C, a failed node, the limiter's lp.stop()):
   # each node's stop path is timed from here.
   stop_seen = []

@@ -227,8 +227,13 @@ class DeathWatch:
   end, before the manager has noticed anything.
   """
 
-  def __init__(self, run_dir: str, poll_s: float = 0.25):
+  def __init__(self, run_dir: str, poll_s: float = 0.25,
+               expected: Optional[int] = None):
+    """expected: how many node processes the program has; once all are
+    known, /proc is no longer scanned (a scan reads every process's
+    environment, too much to repeat four times a second for a whole run)."""
     self._run_dir = run_dir
+    self._expected = expected
     self._poll = poll_s
     self._fds: dict[int, tuple[int, str]] = {}   # pidfd -> (pid, node)
     self._known: set = set()
@@ -244,7 +249,8 @@ class DeathWatch:
 
   def stop(self) -> None:
     self._stop.set()
-    self._thread.join(5)
+    if self._thread.is_alive():
+      self._thread.join(5)
     for fd in list(self._fds):
       os.close(fd)
     self._fds.clear()
@@ -267,7 +273,8 @@ class DeathWatch:
   def _watch(self):
     poller = select.poll()
     while not self._stop.is_set():
-      self._learn(poller)
+      if self._expected is None or len(self._known) < self._expected:
+        self._learn(poller)
       for fd, _ in poller.poll(self._poll * 1000):
         pid, name = self._fds.pop(fd)
         poller.unregister(fd)
