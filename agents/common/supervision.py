@@ -189,7 +189,23 @@ def node_started(run_dir: str) -> None:
   hold_nodes_lock(run_dir)
   if not _watching:
     grace_s = float(os.environ.get(ENV_GRACE, '60'))
+    _extend_own_notice(grace_s)
     _watching.append(exit_with_launcher(launcher, grace_s=grace_s))
+
+
+def _extend_own_notice(grace_s: float) -> None:
+  """Each node process has its own Launchpad worker manager, which kills its
+  process once its --lp_termination_notice_secs (10 by default; the
+  launcher's setting does not reach it, and Launchpad's flag forwarding
+  fails on this flag) have passed in a stop. Give it the run's grace period.
+  Called from the node's main thread, where the manager is reachable."""
+  import math
+  try:
+    from launchpad.launch import worker_manager
+    manager = worker_manager.get_worker_manager()
+  except (ImportError, RuntimeError):
+    return
+  manager._termination_notice_secs = int(math.ceil(grace_s))  # pylint: disable=protected-access
 
 
 ENV_NODE = 'TANDEM_NODE'   # the node group of a process (launch/mpo.py)

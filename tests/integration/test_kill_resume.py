@@ -104,3 +104,27 @@ def test_a_stop_that_outlasts_the_grace_period_is_reported_as_a_kill(
   assert 'counter' in stops['seconds_to_stop']
   assert max(stops['seconds_to_stop'].values()) < 10
   assert processes_mentioning(run_dir) == []
+
+
+@pytest.mark.slow
+def test_a_stop_longer_than_launchpads_default_notice_finishes(runs_root):
+  """A 15 s stop inside stop_grace_s=40: each node process's own Launchpad
+  kills it after its --lp_termination_notice_secs (10 by default) unless the
+  launcher passes the grace period on."""
+  run_dir = os.path.join(runs_root, 'longstop')
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'longstop',
+                              '--env_step_budget=10000000', '--stop_grace_s=40',
+                              '--checkpoint_period_s=1000',
+                              '--fault_injection_slow_stop_s=15'])
+  wait_for_learner_steps(run_dir, 50)
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=180)
+  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  stops = json.load(open(os.path.join(run_dir, 'nodes', 'segment-1',
+                                      'stop_times.json')))
+  assert stops['killed'] == []
+  assert stops['seconds_to_stop']['learner'] >= 15
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  assert latest is not None
+  assert processes_mentioning(run_dir) == []
