@@ -57,7 +57,12 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
                    self._checkpoint_step(state))
     self._state = state
     self._restored = resume and latest is not None
-    self._counts: dict = {}
+    # The counts a checkpoint records until the first counter call: a
+    # resumed learner stopped before that call must not overwrite its newest
+    # checkpoint with empty counts (resume would fall back to counter.json).
+    self._counts: dict = (
+        dict(checkpointing.read_metadata(latest).get('counts') or {})
+        if self._restored else {})
     self._batches: Optional[replay.BatchStream] = None
     self._publish()
     self._device = str(jax.devices()[0])
