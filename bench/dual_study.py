@@ -20,6 +20,13 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_before  the exact temperature solve, E-step weighted with the
                 temperature from before the update
   exact_after   the exact solve, weighted with the solved temperature
+Each of those improves the policy at s (estep_states=current, today's
+default). Two more cells of the reference's duals vary only where the
+E-step looks (issue 10, item 2), for choosing defaults; run them with
+--strategies adam1_next,adam1_current_and_next:
+  adam1_next               one sample set at s' serves the bootstrap and
+                           the E-step (half the critic work)
+  adam1_current_and_next   the E-step at s and at s' (Acme's JAX MPO)
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -90,6 +97,13 @@ STRATEGIES = {
                     'solver': 'exact',
                     'temperature_for_weights': 'after_update'},
 }
+DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
+# strategy -> where its E-step looks (MPOConfig.estep_states), pinned for
+# every strategy like the dual fields are.
+ESTEP_STATES = dict.fromkeys(DUAL_STRATEGIES, 'current')
+for _where in ('next', 'current_and_next'):
+  STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
+  ESTEP_STATES[f'adam1_{_where}'] = _where
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
@@ -111,9 +125,12 @@ def _pct(fraction: float) -> str:
 
 
 def strategy_overrides(strategy: str) -> dict:
-  """{'mpo.duals.<field>': value} that makes a run use `strategy`."""
+  """{'mpo.duals.<field>': value, 'mpo.estep_states': value} that makes a
+  run use `strategy`."""
   fields = dict(_COMMON, **STRATEGIES[strategy])
-  return {f'mpo.duals.{k}': v for k, v in sorted(fields.items())}
+  out = {f'mpo.duals.{k}': v for k, v in sorted(fields.items())}
+  out['mpo.estep_states'] = ESTEP_STATES[strategy]
+  return out
 
 
 def override_args(strategy: str) -> list:
@@ -792,8 +809,9 @@ def make_parser() -> argparse.ArgumentParser:
     q.add_argument('--task_label', help='the task in the tables (default: '
                    'the config\'s env)')
     q.add_argument('--strategies', type=_strategies,
-                   default=list(STRATEGIES),
-                   help='comma-separated subset of ' + ','.join(STRATEGIES))
+                   default=list(DUAL_STRATEGIES),
+                   help='comma-separated subset of ' + ','.join(STRATEGIES)
+                   + ' (default: the first five)')
     q.add_argument('--runs_root', help='default: runs/dual_study_<config '
                    'name> in the repo')
     q.add_argument('--png', help='default: RUNS_ROOT/dual_study.png')

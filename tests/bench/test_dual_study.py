@@ -38,7 +38,12 @@ EXPECTED = {
     'sgd10_temp': (10, 'sgd', 'gradient', 'before_update'),
     'exact_before': (1, 'adam', 'exact', 'before_update'),
     'exact_after': (1, 'adam', 'exact', 'after_update'),
+    'adam1_next': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_current_and_next': (1, 'adam', 'gradient', 'before_update'),
 }
+# Where each strategy's E-step looks (MPOConfig.estep_states).
+ESTEP = {s: 'current' for s in EXPECTED} | {
+    'adam1_next': 'next', 'adam1_current_and_next': 'current_and_next'}
 
 
 # ------------------------------------------------------------- strategies
@@ -47,6 +52,9 @@ EXPECTED = {
 def test_the_five_strategies_exist():
   assert set(ds.STRATEGIES) == set(EXPECTED)
   assert ds.REFERENCE == 'adam1'
+  # `run` defaults to the grid; the E-step variants are opt-in.
+  assert ds.make_parser().parse_args(['run']).strategies == [
+      'adam1', 'adam10', 'sgd10_temp', 'exact_before', 'exact_after']
 
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
@@ -62,10 +70,14 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert d.alpha_optimizer.name == 'adam'
   assert d.temperature_optimizer.learning_rate == 0.01
   assert d.alpha_optimizer.learning_rate == 0.01
-  # Nothing outside the duals moves.
-  assert cfg.mpo.duals != base.mpo.duals or strategy == 'adam1'
-  assert config_lib.to_dict(cfg)['mpo'] | {'duals': None} == (
-      config_lib.to_dict(base)['mpo'] | {'duals': None})
+  assert cfg.mpo.estep_states == ESTEP[strategy]
+  # Nothing outside the duals and the E-step's states moves.
+  assert (cfg.mpo.duals != base.mpo.duals or
+          cfg.mpo.estep_states != base.mpo.estep_states or
+          strategy == 'adam1')
+  assert config_lib.to_dict(cfg)['mpo'] | {
+      'duals': None, 'estep_states': None} == config_lib.to_dict(
+          base)['mpo'] | {'duals': None, 'estep_states': None}
 
 
 def test_reference_is_todays_default():
@@ -77,8 +89,8 @@ def test_reference_is_todays_default():
 
 def test_strategies_are_pairwise_different():
   base = cli.load_named_config(MAKE_RUN)
-  duals = [ds.expected_config(base, s, 0).mpo.duals for s in EXPECTED]
-  assert len({repr(d) for d in duals}) == len(EXPECTED)
+  mpo = [ds.expected_config(base, s, 0).mpo for s in EXPECTED]
+  assert len({(repr(m.duals), m.estep_states) for m in mpo}) == len(EXPECTED)
 
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
