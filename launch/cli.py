@@ -327,6 +327,20 @@ def _reconcile(rd, checkpoint: str, segment: int) -> None:
           f'{resume_lib.discarded_dir(rd, segment)}: {done["discarded_rows"]}')
 
 
+def _archive_final(rd, segment: int) -> Optional[str]:
+  """Moves a previous launch's final.json (a run resumed past its budget)
+  beside that launch's node logs, nodes/segment-<k-1>/final.json, so the
+  run directory's final.json always belongs to this launch and the earlier
+  final evaluation is kept. Returns where it went, or None."""
+  if not os.path.exists(rd.final):
+    return None
+  kept = rd.segment_nodes(segment - 1)
+  os.makedirs(kept, exist_ok=True)
+  dest = os.path.join(kept, 'final.json')
+  os.replace(rd.final, dest)
+  return dest
+
+
 def _refuse_if_nodes_alive(run_dir: str) -> None:
   """A launcher killed hard leaves its nodes to stop on their own (they
   poll it, then checkpoint and exit); until the last has, they still write
@@ -441,8 +455,7 @@ def train(args, extra, command: str = 'train') -> int:
   rd.archive_errors(segment - 1)
   if os.path.isdir(rd.stopped):  # the previous launch's stop markers
     shutil.rmtree(rd.stopped)
-  if os.path.exists(rd.final):
-    os.unlink(rd.final)
+  _archive_final(rd, segment)
   removed = rd.remove_stray_temporaries()
   if resume:
     _reconcile(rd, latest, segment)

@@ -4,7 +4,9 @@ runs/<name>/
   config.json               the resolved config (what --resume reads)
   counter.json              global counts, checkpointed by the counter node
   progress.json             the live status line's source
-  final.json                written once the budget is reached
+  final.json                written once the budget is reached (a resume
+                            past it moves the earlier one to
+                            nodes/segment-<k>/final.json)
   checkpoints/learner/      ckpt-<learner steps>.npz, newest few kept
   checkpoints/replay/       Reverb's newest replay checkpoint (restored on
                             resume); replay_checkpoint.json: its size, time

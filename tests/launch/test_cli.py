@@ -170,6 +170,17 @@ def test_resume_changing_a_restored_replay_table_needs_drop_replay(
   assert not os.path.exists(rd.replay_checkpoints)
 
 
+def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
+  rd = _fake_run(tmp_path)
+  assert cli._archive_final(rd, 2) is None  # pylint: disable=protected-access
+  with open(rd.final, 'w') as f:
+    json.dump({'final_return': 812.5}, f)
+  dest = cli._archive_final(rd, 2)  # pylint: disable=protected-access
+  assert dest == os.path.join(rd.segment_nodes(1), 'final.json')
+  assert not os.path.exists(rd.final)
+  assert json.load(open(dest)) == {'final_return': 812.5}
+
+
 def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
   import subprocess
   import sys
