@@ -20,13 +20,14 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_before  the exact temperature solve, E-step weighted with the
                 temperature from before the update
   exact_after   the exact solve, weighted with the solved temperature
-Each of those improves the policy at s (estep_states=current, today's
-default). Two more cells of the reference's duals vary only where the
-E-step looks (issue 10, item 2), for choosing defaults; run them with
---strategies adam1_next,adam1_current_and_next:
+Each of those improves the policy at s (estep_states=current) from
+Tandem's initial weights (init=tandem), today's defaults. Three more
+strategies keep the reference's duals and change one other field, for
+choosing defaults (issue 10, items 2, 3 and 5); run them with --strategies:
   adam1_next               one sample set at s' serves the bootstrap and
                            the E-step (half the critic work)
   adam1_current_and_next   the E-step at s and at s' (Acme's JAX MPO)
+  adam1_acme_init          Acme JAX MPO's initialisers (mpo.init=acme)
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -98,12 +99,16 @@ STRATEGIES = {
                     'temperature_for_weights': 'after_update'},
 }
 DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
-# strategy -> where its E-step looks (MPOConfig.estep_states), pinned for
-# every strategy like the dual fields are.
-ESTEP_STATES = dict.fromkeys(DUAL_STRATEGIES, 'current')
+# strategy -> the MPOConfig fields outside the duals that the study varies,
+# pinned for every strategy like the dual fields are (a later change of a
+# named config's default must not change what a cell means).
+_MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem'}
+MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
-  ESTEP_STATES[f'adam1_{_where}'] = _where
+  MPO_FIELDS[f'adam1_{_where}'] = dict(_MPO_DEFAULTS, estep_states=_where)
+STRATEGIES['adam1_acme_init'] = STRATEGIES['adam1']
+MPO_FIELDS['adam1_acme_init'] = dict(_MPO_DEFAULTS, init='acme')
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
@@ -125,11 +130,11 @@ def _pct(fraction: float) -> str:
 
 
 def strategy_overrides(strategy: str) -> dict:
-  """{'mpo.duals.<field>': value, 'mpo.estep_states': value} that makes a
-  run use `strategy`."""
+  """{'mpo.duals.<field>': value, 'mpo.<field>': value} that makes a run
+  use `strategy`."""
   fields = dict(_COMMON, **STRATEGIES[strategy])
   out = {f'mpo.duals.{k}': v for k, v in sorted(fields.items())}
-  out['mpo.estep_states'] = ESTEP_STATES[strategy]
+  out.update({f'mpo.{k}': v for k, v in sorted(MPO_FIELDS[strategy].items())})
   return out
 
 

@@ -40,10 +40,13 @@ EXPECTED = {
     'exact_after': (1, 'adam', 'exact', 'after_update'),
     'adam1_next': (1, 'adam', 'gradient', 'before_update'),
     'adam1_current_and_next': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_acme_init': (1, 'adam', 'gradient', 'before_update'),
 }
-# Where each strategy's E-step looks (MPOConfig.estep_states).
-ESTEP = {s: 'current' for s in EXPECTED} | {
-    'adam1_next': 'next', 'adam1_current_and_next': 'current_and_next'}
+# (MPOConfig.estep_states, MPOConfig.init) of each strategy.
+OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
+    'adam1_next': ('next', 'tandem'),
+    'adam1_current_and_next': ('current_and_next', 'tandem'),
+    'adam1_acme_init': ('current', 'acme')}
 
 
 # ------------------------------------------------------------- strategies
@@ -70,14 +73,14 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert d.alpha_optimizer.name == 'adam'
   assert d.temperature_optimizer.learning_rate == 0.01
   assert d.alpha_optimizer.learning_rate == 0.01
-  assert cfg.mpo.estep_states == ESTEP[strategy]
-  # Nothing outside the duals and the E-step's states moves.
-  assert (cfg.mpo.duals != base.mpo.duals or
-          cfg.mpo.estep_states != base.mpo.estep_states or
-          strategy == 'adam1')
-  assert config_lib.to_dict(cfg)['mpo'] | {
-      'duals': None, 'estep_states': None} == config_lib.to_dict(
-          base)['mpo'] | {'duals': None, 'estep_states': None}
+  assert (cfg.mpo.estep_states, cfg.mpo.init) == OTHER[strategy]
+  # Nothing outside the duals, the E-step's states and the initialisers
+  # moves.
+  varied = {'duals': None, 'estep_states': None, 'init': None}
+  assert config_lib.to_dict(cfg)['mpo'] | varied == (
+      config_lib.to_dict(base)['mpo'] | varied)
+  assert (config_lib.to_dict(cfg)['mpo'] != config_lib.to_dict(base)['mpo']
+          or strategy == 'adam1')
 
 
 def test_reference_is_todays_default():
@@ -90,7 +93,8 @@ def test_reference_is_todays_default():
 def test_strategies_are_pairwise_different():
   base = cli.load_named_config(MAKE_RUN)
   mpo = [ds.expected_config(base, s, 0).mpo for s in EXPECTED]
-  assert len({(repr(m.duals), m.estep_states) for m in mpo}) == len(EXPECTED)
+  assert len({(repr(m.duals), m.estep_states, m.init)
+              for m in mpo}) == len(EXPECTED)
 
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
