@@ -555,14 +555,14 @@ def train(args, extra, command: str = 'train') -> int:
     latest = checkpointing.latest(rd.learner_checkpoints)
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
-    print(f'\nrun directory: {run_dir} (continue with: tandem train --resume '
-          f'{run_dir})', file=sys.stderr)
+    print(f'\nrun directory: {run_dir} (continue with: tandem '
+          f'{_command(cfg)} --resume {run_dir})', file=sys.stderr)
     return EXIT_FAILED
   if not os.path.exists(rd.final):
     # No node failed, yet the budget was not reached: the program was
     # stopped from outside (Ctrl-C, SIGTERM); the nodes saved their state.
-    print(f'\nprogram stopped before its budget; continue with: tandem train '
-          f'--resume {run_dir}', file=sys.stderr)
+    print('\nprogram stopped before its budget; continue with: tandem '
+          f'{_command(cfg)} --resume {run_dir}', file=sys.stderr)
     return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)

@@ -107,6 +107,9 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
                    '--env_step_budget=3000'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  # The first launch's final evaluation is kept beside its node logs.
+  kept = os.path.join(run_dir, 'nodes', 'segment-1', 'final.json')
+  assert json.load(open(kept))['counts'] == first
   for key in ('env_steps', 'learner_steps', 'discriminator_steps', 'rounds',
               'elapsed_s'):
     assert second[key] > first[key], key

@@ -117,7 +117,7 @@ def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
   proc.send_signal(signal.SIGINT)
   out, err = proc.communicate(timeout=120)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]
-  assert '--resume' in err
+  assert f'continue with: tandem train --resume {run_dir}' in err
   # With periodic checkpoints off, this one was written on the way down.
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
                                              'learner'))

@@ -118,3 +118,12 @@ def test_resume_refuses_changed_demonstrations_and_round_sizes(
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--demos', other)
   assert rc == cli.EXIT_BAD_INPUT
   assert 'other.npz' in err and 'not the file this run started with' in err
+
+
+def test_resume_hints_name_the_adversarial_command():
+  # The hints printed when a run stops or fails must name the command that
+  # can resume it: `train` refuses an adversarial run directory.
+  from configs import ail as ail_configs
+  from configs import mpo as mpo_configs
+  assert cli._command(ail_configs.tiny()) == 'train-ail'  # pylint: disable=protected-access
+  assert cli._command(mpo_configs.tiny()) == 'train'  # pylint: disable=protected-access
