@@ -20,8 +20,9 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_before  the exact temperature solve, E-step weighted with the
                 temperature from before the update
   exact_after   the exact solve, weighted with the solved temperature
-Each of those improves the policy at s (estep_states=current) from
-Tandem's initial weights (init=tandem), today's defaults. Three more
+Each of those improves the policy at s (estep_states=current, as the
+study began; the named MPO configs now use 'next') from Tandem's initial
+weights (init=tandem). Three more
 strategies keep the reference's duals and change one other field, for
 choosing defaults (issue 10, items 2, 3 and 5); run them with --strategies:
   adam1_next               one sample set at s' serves the bootstrap and

@@ -34,7 +34,10 @@ def _cartpole(name: str, ail: AILConfig, **mpo) -> AILTrainConfig:
       name=name, env='cartpole:swingup', num_actors=2,
       env_step_budget=150_000,
       samples_per_insert=mpo_configs.CARTPOLE_SAMPLES_PER_INSERT,
-      mpo=mpo_configs._learner(schedule_horizon=60_000, **mpo),  # pylint: disable=protected-access
+      # The adversarial learning checks (BENCHMARKS.md) were measured with
+      # the E-step at s; 'next' (the MPO configs' choice) is unmeasured here.
+      mpo=mpo_configs._learner(schedule_horizon=60_000,  # pylint: disable=protected-access
+                               estep_states='current', **mpo),
       ail=ail)
 
 
