@@ -523,7 +523,9 @@ def train(args, extra, command: str = 'train') -> int:
     stop_time = time.time()
     print('\ninterrupted; stopping the program', file=sys.stderr)
     manager.stop_and_wait()
-    _report_stops(rd, cfg, segment, stop_time)
+    if not _report_stops(rd, cfg, segment, stop_time):
+      print(f'continue with: tandem {_command(cfg)} --resume {run_dir}',
+            file=sys.stderr)
     return EXIT_INTERRUPTED
   except BaseException as e:  # a node failed; the manager stops the rest
     failed = True

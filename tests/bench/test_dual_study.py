@@ -52,7 +52,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
 # ------------------------------------------------------------- strategies
 
 
-def test_the_five_strategies_exist():
+def test_the_strategies_exist_and_run_defaults_to_the_five_dual_ones():
   assert set(ds.STRATEGIES) == set(EXPECTED)
   assert ds.REFERENCE == 'adam1'
   # `run` defaults to the grid; the E-step variants are opt-in.
@@ -85,7 +85,7 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
           config_lib.to_dict(reference)['mpo']) == (strategy != 'adam1')
 
 
-def test_reference_is_todays_default():
+def test_reference_duals_are_todays_default_duals():
   base = cli.load_named_config(MAKE_RUN)
   cfg = ds.expected_config(base, 'adam1', 0)
   assert cfg.mpo.duals == DualConfig()
