@@ -272,13 +272,18 @@ def _report_stops(rd, cfg, segment: int, stop_time) -> list[str]:
           f'{cfg.stop_grace_s:g} s ran out, or from outside). What they had '
           'not saved is lost; the learner resumes from its latest checkpoint. '
           'If the grace period was too short, raise stop_grace_s. Continue '
-          f'with: tandem {_command(cfg)} --resume {rd.root}', file=sys.stderr)
+          f'with: {_resume_command(cfg, rd.root)}', file=sys.stderr)
   return killed
 
 
 def _command(cfg) -> str:
   return 'train-ail' if isinstance(cfg, config_lib.AILTrainConfig) \
       else 'train'
+
+
+def _resume_command(cfg, run_dir: str) -> str:
+  """The command line every stop and failure hint names."""
+  return f'tandem {_command(cfg)} --resume {run_dir}'
 
 
 def _describe_failure(e: BaseException) -> str:
@@ -524,7 +529,7 @@ def train(args, extra, command: str = 'train') -> int:
     print('\ninterrupted; stopping the program', file=sys.stderr)
     manager.stop_and_wait()
     if not _report_stops(rd, cfg, segment, stop_time):
-      print(f'continue with: tandem {_command(cfg)} --resume {run_dir}',
+      print(f'continue with: {_resume_command(cfg, run_dir)}',
             file=sys.stderr)
     return EXIT_INTERRUPTED
   except BaseException as e:  # a node failed; the manager stops the rest
@@ -557,14 +562,14 @@ def train(args, extra, command: str = 'train') -> int:
     latest = checkpointing.latest(rd.learner_checkpoints)
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
-    print(f'\nrun directory: {run_dir} (continue with: tandem '
-          f'{_command(cfg)} --resume {run_dir})', file=sys.stderr)
+    print(f'\nrun directory: {run_dir} (continue with: '
+          f'{_resume_command(cfg, run_dir)})', file=sys.stderr)
     return EXIT_FAILED
   if not os.path.exists(rd.final):
     # No node failed, yet the budget was not reached: the program was
     # stopped from outside (Ctrl-C, SIGTERM); the nodes saved their state.
-    print('\nprogram stopped before its budget; continue with: tandem '
-          f'{_command(cfg)} --resume {run_dir}', file=sys.stderr)
+    print('\nprogram stopped before its budget; continue with: '
+          f'{_resume_command(cfg, run_dir)}', file=sys.stderr)
     return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)

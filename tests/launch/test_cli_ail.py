@@ -127,3 +127,5 @@ def test_resume_hints_name_the_adversarial_command():
   from configs import mpo as mpo_configs
   assert cli._command(ail_configs.tiny()) == 'train-ail'  # pylint: disable=protected-access
   assert cli._command(mpo_configs.tiny()) == 'train'  # pylint: disable=protected-access
+  assert cli._resume_command(ail_configs.tiny(), 'runs/x') == (  # pylint: disable=protected-access
+      'tandem train-ail --resume runs/x')
