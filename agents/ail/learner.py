@@ -106,9 +106,7 @@ def policy_log_prob(mpo_cfg: MPOConfig, policy, observation: jax.Array,
   as rare, and an entropy reward (`reward='logit'`) would pay it to push its
   mean further out.
   """
-  dist = networks.apply_policy(policy, observation,
-                               init_scale=mpo_cfg.policy_init_scale,
-                               min_scale=mpo_cfg.policy_min_scale)
+  dist = mpo_learner.apply_policy(mpo_cfg, policy, observation)
   return jnp.sum(networks.clipped_gaussian_log_prob(dist, action), axis=-1)
 
 

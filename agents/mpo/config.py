@@ -19,6 +19,7 @@ SOLVERS = ('gradient', 'exact')
 TARGET_UPDATES = ('periodic', 'polyak')
 ESTEP_STATES = ('current', 'current_and_next', 'next')
 INIT_SCHEMES = ('tandem', 'acme')  # agents/mpo/networks.py: SCHEMES
+POLICY_MEANS = ('linear', 'tanh')  # MPOConfig.policy_mean
 GRAD_CLIP_MODES = ('per_network', 'joint')
 
 
@@ -189,6 +190,16 @@ class MPOConfig:
   # actors read it to act and would disagree with a scheme-dependent value.
   policy_init_scale: float = 0.5
   policy_min_scale: float = 1e-6
+  # The policy mean's output: 'linear' (unbounded, as Acme's MPO networks and
+  # the default) or 'tanh' (mean = tanh(pre-activation), inside (-1, 1) by
+  # construction; the Gaussian around it is not squashed, so samples still
+  # leave the box and actors still clip). The critic is flat outside the box
+  # (networks.apply_critic clips its action input), so nothing but the action
+  # penalty stops an unbounded mean from drifting out; in AIRL, a mean beyond
+  # the box makes the expert's interior actions far less likely under π than
+  # the agent's own edge actions, and the logit f - log π separates them with
+  # no help from f (BENCHMARKS.md, "AIRL: why it did not learn").
+  policy_mean: str = 'linear'
   # Initial weights (networks.SCHEMES):
   #   tandem: lecun-normal torso, heads at 1e-4 (policy) and 1e-2 (critic)
   #           times lecun-normal: the default, unchanged until a study says
@@ -269,6 +280,7 @@ class MPOConfig:
     _int_at_least(o, 'num_samples', self.num_samples, 2)
     _one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
     _one_of(o, 'init', self.init, INIT_SCHEMES)
+    _one_of(o, 'policy_mean', self.policy_mean, POLICY_MEANS)
     _one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)
     if self.epsilon >= math.log(self.num_samples):
       _fail(o, 'epsilon', f'a value < log(num_samples) = '

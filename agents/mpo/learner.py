@@ -119,9 +119,11 @@ class EStepInputs(NamedTuple):
   td_target: jax.Array                # [B] n-step TD target
 
 
-def _apply_policy(cfg: MPOConfig, params, obs):
+def apply_policy(cfg: MPOConfig, params, obs) -> networks.GaussianParams:
+  """The policy `cfg` describes at obs [..., O]: fields [..., D]."""
   return networks.apply_policy(params, obs, init_scale=cfg.policy_init_scale,
-                               min_scale=cfg.policy_min_scale)
+                               min_scale=cfg.policy_min_scale,
+                               tanh_mean=cfg.policy_mean == 'tanh')
 
 
 def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
@@ -132,7 +134,7 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
   for the E-step at s')."""
   n = cfg.num_samples
   tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
-  target_pi_next = _apply_policy(cfg, state.target_policy,
+  target_pi_next = apply_policy(cfg, state.target_policy,
                                  batch.next_observation)
   next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
   q_next = networks.apply_critic(state.target_critic,
@@ -141,7 +143,7 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
   states, target_pi, actions, q = (batch.next_observation, target_pi_next,
                                    next_actions, q_next)
   if cfg.estep_states != 'next':
-    target_pi = _apply_policy(cfg, state.target_policy, batch.observation)
+    target_pi = apply_policy(cfg, state.target_policy, batch.observation)
     actions = networks.gaussian_sample(key_estep, target_pi, n)
     q = networks.apply_critic(state.target_critic, tile(batch.observation),
                               actions)
@@ -164,7 +166,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
              batch: Batch) -> tuple[LearnerState, dict]:
   """One MPO SGD step (pure; jit or scan it). Returns (state, metrics)."""
   dcfg = cfg.duals
-  apply_policy = lambda p, o: _apply_policy(cfg, p, o)
+  policy_at = lambda p, o: apply_policy(cfg, p, o)
   eps_mean, eps_stddev = kl_bounds(cfg, batch.action.shape[-1])
 
   key, k_estep, k_boot = jax.random.split(state.key, 3)
@@ -196,7 +198,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   def loss_fn(policy, critic):
     q = networks.apply_critic(critic, batch.observation, batch.action)
     loss_critic = losses.critic_loss(q, td_target)
-    online = apply_policy(policy, e.states)
+    online = policy_at(policy, e.states)
     terms = losses.mstep_terms(online, target_pi, actions, weights,
                                cfg.per_dim_constraining)
     loss_policy = terms.cross_entropy_mean + terms.cross_entropy_stddev

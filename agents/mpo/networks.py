@@ -5,9 +5,11 @@ do, including accelerator images without the rest of the stack.
 
 Both networks are layer-normed MLPs: the first hidden layer is followed by
 LayerNorm and tanh (it keeps the input scale of unnormalised observations in
-check), later layers by ELU. The policy is a diagonal Gaussian with an
-unsquashed mean; actions are clipped to [-1, 1] only when sent to the
-environment, and MPO's action penalisation keeps the mean inside the box.
+check), later layers by ELU. The policy is a diagonal Gaussian whose mean
+is linear in the last hidden layer or, with tanh_mean, its tanh (bounded to
+(-1, 1); the Gaussian itself is never squashed). Actions are clipped to
+[-1, 1] only when sent to the environment, and MPO's action penalisation
+keeps an unbounded mean inside the box.
 
 Initial weights follow one of two schemes (MPOConfig.init, SCHEMES below):
 'tandem' (lecun-normal torso, near-zero heads) or 'acme' (the initialisers of
@@ -155,14 +157,17 @@ def init_policy(key, obs_dim: int, action_dim: int, layers: Sequence[int],
 
 
 def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
-                 min_scale: float) -> GaussianParams:
+                 min_scale: float, tanh_mean: bool = False) -> GaussianParams:
   """obs: [..., O] -> Gaussian over actions with fields [..., D].
 
   stddev = softplus(x) * init_scale / softplus(0) + min_scale, so a zero
-  pre-activation gives init_scale and the stddev never reaches zero.
+  pre-activation gives init_scale and the stddev never reaches zero. With
+  tanh_mean the mean is tanh of its pre-activation (MPOConfig.policy_mean).
   """
   h = apply_torso(p['torso'], obs)
   mean = _dense(p['mean'], h)
+  if tanh_mean:
+    mean = jnp.tanh(mean)
   raw = _dense(p['stddev'], h)
   stddev = jax.nn.softplus(raw) * (init_scale / jnp.log(2.0)) + min_scale
   return GaussianParams(mean, stddev)

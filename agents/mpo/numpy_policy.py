@@ -58,7 +58,8 @@ def _matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def apply_policy(p: NumpyParams, obs: np.ndarray, *, init_scale: float,
-                 min_scale: float) -> tuple[np.ndarray, np.ndarray]:
+                 min_scale: float,
+                 tanh_mean: bool = False) -> tuple[np.ndarray, np.ndarray]:
   """obs [O] or [K, O] float32 -> (mean, stddev), each [D] or [K, D].
 
   The LayerNorm statistics are sums and dot products rather than numpy's
@@ -67,7 +68,7 @@ def apply_policy(p: NumpyParams, obs: np.ndarray, *, init_scale: float,
   """
   if obs.ndim == 2 and obs.shape[0] == 1:  # the cheaper single-row path
     mean, stddev = apply_policy(p, obs[0], init_scale=init_scale,
-                                min_scale=min_scale)
+                                min_scale=min_scale, tanh_mean=tanh_mean)
     return mean[None], stddev[None]
   w, b = p.dense[0]
   h = obs @ w
@@ -95,4 +96,7 @@ def apply_policy(p: NumpyParams, obs: np.ndarray, *, init_scale: float,
   stddev = np.logaddexp(out[..., d:], np.float32(0.0))
   stddev *= np.float32(init_scale / math.log(2.0))
   stddev += np.float32(min_scale)
-  return out[..., :d], stddev
+  mean = out[..., :d]
+  if tanh_mean:
+    np.tanh(mean, out=mean)
+  return mean, stddev

@@ -15,6 +15,8 @@ from agents.ail.config import AILConfig, discriminator_optimizer
 from agents.common import checkpointing
 from agents.common import replay
 from agents.mpo import config as mpo_config
+from agents.mpo import learner as mpo_learner
+from agents.mpo import networks
 from agents.mpo.learner import Dims
 
 DIMS = Dims(observation=3, action=2)
@@ -276,3 +278,26 @@ def test_checkpoint_holds_every_part_of_the_state(tmp_path):
   with pytest.raises(checkpointing.CheckpointError,
                      match=r'discriminator\.params.*expected \(4, 1\)'):
     learner.restore(path, other)
+
+
+def test_airl_log_pi_uses_the_configured_policy_mean():
+  # A mean pushed beyond the box makes interior (expert-like) actions far
+  # less likely than edge ones under a linear mean; a tanh mean keeps them
+  # within a few nats (MPOConfig.policy_mean).
+  linear, squashed = _mpo(), _mpo(policy_mean='tanh')
+  policy = learner.init(linear, _ail(kind='airl', reward='f'), DIMS,
+                        seed=0).generator.policy
+  policy = dict(policy, mean=dict(policy['mean'],
+                                  b=jnp.full((DIMS.action,), 3.0)))
+  obs = jnp.zeros((4, DIMS.observation))
+  interior, edge = jnp.full((4, DIMS.action), 0.3), jnp.ones((4, DIMS.action))
+  gap = lambda cfg: np.asarray(
+      learner.policy_log_prob(cfg, policy, obs, edge)
+      - learner.policy_log_prob(cfg, policy, obs, interior))
+  assert np.all(gap(linear) > 20.0)
+  assert np.all(gap(squashed) < 10.0)
+  dist = mpo_learner.apply_policy(squashed, policy, obs)
+  want = jnp.sum(networks.clipped_gaussian_log_prob(dist, interior), axis=-1)
+  np.testing.assert_allclose(
+      learner.policy_log_prob(squashed, policy, obs, interior), want,
+      rtol=1e-6)

@@ -30,29 +30,33 @@ def _trained_like_params(seed, obs_dim=7, action_dim=3, layers=(32, 32, 16)):
   return jax.tree_util.tree_unflatten(tree, leaves)
 
 
+@pytest.mark.parametrize('tanh_mean', [False, True])
 @pytest.mark.parametrize('seed', [0, 1, 2])
-def test_numpy_policy_matches_jax_policy(seed):
+def test_numpy_policy_matches_jax_policy(seed, tanh_mean):
   params = _trained_like_params(seed)
   p = numpy_policy.from_params(jax.device_get(params))
   rng = np.random.default_rng(seed)
+  scales = dict(SCALES, tanh_mean=tanh_mean)
   # Large inputs reach tanh's saturation and ELU's negative branch.
   for scale in (0.1, 1.0, 30.0):
     obs = (scale * rng.normal(size=7)).astype(np.float32)
-    mean, stddev = numpy_policy.apply_policy(p, obs, **SCALES)
-    want = networks.apply_policy(params, obs, **SCALES)
+    mean, stddev = numpy_policy.apply_policy(p, obs, **scales)
+    want = networks.apply_policy(params, obs, **scales)
     assert mean.shape == stddev.shape == (3,)
     assert mean.dtype == stddev.dtype == np.float32
     np.testing.assert_allclose(mean, want.mean, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(stddev, want.stddev, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize('tanh_mean', [False, True])
 @pytest.mark.parametrize('k', [1, 3, 9])  # 9 takes the one-gemm path
-def test_numpy_policy_on_a_batch_matches_jax(k):
+def test_numpy_policy_on_a_batch_matches_jax(k, tanh_mean):
   params = _trained_like_params(4)
   p = numpy_policy.from_params(jax.device_get(params))
   obs = np.random.default_rng(k).normal(size=(k, 7)).astype(np.float32)
-  mean, stddev = numpy_policy.apply_policy(p, obs, **SCALES)
-  want = networks.apply_policy(params, obs, **SCALES)
+  scales = dict(SCALES, tanh_mean=tanh_mean)
+  mean, stddev = numpy_policy.apply_policy(p, obs, **scales)
+  want = networks.apply_policy(params, obs, **scales)
   assert mean.shape == stddev.shape == (k, 3)
   np.testing.assert_allclose(mean, want.mean, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(stddev, want.stddev, rtol=1e-5, atol=1e-6)
@@ -88,6 +92,14 @@ def test_deterministic_actor_returns_the_clipped_mean():
   action = actor.select_action(np.ones(4, np.float32))
   np.testing.assert_allclose(action, [0.25, -1.0, 1.0], rtol=1e-6)
   assert action.dtype == np.float32
+
+
+def test_actor_with_a_tanh_mean_acts_at_the_squashed_mean():
+  params = _params_with_mean([0.25, -3.0, 2.0], [0.5, 0.5, 0.5])
+  cfg = MPOConfig(policy_mean='tanh')
+  actor = actor_lib.Actor(cfg, params, seed=0, deterministic=True)
+  action = actor.select_action(np.ones(4, np.float32))
+  np.testing.assert_allclose(action, np.tanh([0.25, -3.0, 2.0]), rtol=1e-6)
 
 
 def test_sampled_actions_follow_the_policy_and_stay_in_the_box():

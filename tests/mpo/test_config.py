@@ -24,6 +24,7 @@ BAD = [
     ('sgd_steps_per_call', 0, 'MPOConfig.sgd_steps_per_call'),
     ('max_grad_norm', 0.0, 'MPOConfig.max_grad_norm'),
     ('init', 'xavier', 'MPOConfig.init'),
+    ('policy_mean', 'sigmoid', 'MPOConfig.policy_mean'),
     ('grad_clip_mode', 'global', 'MPOConfig.grad_clip_mode'),
     ('policy_optimizer.name', 'lbfgs', 'MPOConfig.policy_optimizer.name'),
     ('policy_optimizer.learning_rate', 0.0,
@@ -94,11 +95,13 @@ def test_unknown_init_and_clip_mode_name_the_choices():
 def test_init_and_clipping_default_to_the_behaviour_before_they_existed():
   c = config.MPOConfig()
   assert (c.init, c.grad_clip_mode) == ('tandem', 'per_network')
+  assert c.policy_mean == 'linear'  # Acme's networks: an unbounded mean
   assert c.policy_init_scale == 0.5  # outside `init`: actors read it
 
 
 @pytest.mark.parametrize('path, value', [('mpo.init', 'acme'),
-                                         ('mpo.grad_clip_mode', 'joint')])
+                                         ('mpo.grad_clip_mode', 'joint'),
+                                         ('mpo.policy_mean', 'tanh')])
 def test_resume_refuses_a_changed_init_or_clip_mode(path, value):
   # They change what the checkpoint's run means (and `grad_clip_mode` the
   # optimizer state's structure), so they are not RESUMABLE_FIELDS.
@@ -112,4 +115,5 @@ def test_resume_refuses_a_changed_init_or_clip_mode(path, value):
   # old behaviour.
   data = launch_config.to_dict(old)
   del data['mpo']['init'], data['mpo']['grad_clip_mode']
+  del data['mpo']['policy_mean']
   assert launch_config.from_dict(data) == old

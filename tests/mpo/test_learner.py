@@ -317,3 +317,22 @@ def test_metrics_log_the_kl_bounds_used(per_dim):
   assert float(m['epsilon_penalty_used']) == pytest.approx(0.002)
   assert learner.kl_bounds(cfg, DIMS.action) == pytest.approx(
       (0.01 / share, 1e-4 / share))
+
+
+def test_tanh_policy_mean_feeds_the_estep_and_is_fitted_through_the_tanh():
+  cfg = _cfg(policy_mean='tanh')
+  state = learner.init(cfg, DIMS, seed=0)
+  far = lambda p: dict(p, mean=dict(p['mean'],
+                                    b=jnp.full_like(p['mean']['b'], 3.0)))
+  state = state._replace(policy=far(state.policy),
+                         target_policy=far(state.target_policy))
+  batch = _batch()
+  _, k_e, k_b = jax.random.split(state.key, 3)
+  e = learner.estep_inputs(cfg, state, batch, k_e, k_b)
+  # The linear mean would be ~3: the E-step's target policy is tanh's.
+  np.testing.assert_allclose(e.target_pi.mean, np.tanh(3.0), atol=0.01)
+  new, m = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))(state, batch)
+  assert np.isfinite(float(m['loss_policy']))
+  # The M-step's gradient reaches the mean head through the tanh.
+  assert not np.allclose(np.asarray(new.policy['mean']['b']),
+                         np.asarray(state.policy['mean']['b']))

@@ -228,3 +228,26 @@ def test_acme_initial_policy_is_near_zero_mean_with_init_scale_stddev():
   pi = networks.apply_policy(p, obs, init_scale=0.5, min_scale=1e-6)
   assert float(jnp.max(jnp.abs(pi.mean))) < 0.05
   np.testing.assert_allclose(pi.stddev, 0.5, rtol=0.05)
+
+
+def test_tanh_mean_is_the_bounded_linear_mean_and_leaves_the_stddev():
+  p = networks.init_policy(jax.random.PRNGKey(0), 3, 2, (8,))
+  p['mean'] = dict(p['mean'], b=jnp.array([3.0, -0.2]))
+  obs = jax.random.normal(jax.random.PRNGKey(1), (5, 3))
+  scales = dict(init_scale=0.5, min_scale=1e-6)
+  linear = networks.apply_policy(p, obs, **scales)
+  squashed = networks.apply_policy(p, obs, **scales, tanh_mean=True)
+  assert np.all(np.abs(np.asarray(linear.mean[:, 0])) > 2.9)
+  assert np.all(np.abs(np.asarray(squashed.mean)) < 1.0)
+  np.testing.assert_allclose(squashed.mean, jnp.tanh(linear.mean), rtol=1e-6)
+  np.testing.assert_array_equal(squashed.stddev, linear.stddev)
+
+
+def test_learner_policy_follows_the_configured_policy_mean():
+  params = learner.init(_small_cfg(), learner.Dims(5, 2), seed=0).policy
+  params = dict(params, mean=dict(params['mean'], b=jnp.full((2,), 2.5)))
+  obs = jnp.ones((4, 5))
+  linear = learner.apply_policy(_small_cfg(), params, obs)
+  squashed = learner.apply_policy(_small_cfg(policy_mean='tanh'), params, obs)
+  assert np.all(np.asarray(linear.mean) > 2.4)
+  np.testing.assert_allclose(squashed.mean, jnp.tanh(linear.mean), rtol=1e-6)
