@@ -1,0 +1,147 @@
+"""AIRL's discriminator and generator at one learner checkpoint, on the
+expert's transitions and on sampled episodes of the checkpoint's policy: the
+diagnostic behind BENCHMARKS.md's "AIRL: why it did not learn" tables.
+
+    python bench/airl_diagnostics.py RUN_DIR [--checkpoint PATH]
+        [--demos FILE.npz] [--episodes 1] [--seed 5]
+
+RUN_DIR is a `tandem train-ail` run of an AIRL config; the checkpoint is its
+latest learner checkpoint unless --checkpoint names one. Reported, as means
+over the expert's transitions ("expert") and over the sampled episodes'
+transitions ("agent"):
+
+  log_pi_*      log π(a|s) under the checkpoint's policy, the clipped
+                Gaussian's likelihood that AIRL's logit f − log π uses
+  f_*           AIRL's f(s, a, s') = g + γ·h(s') − h(s)
+  d_*           D = σ(f − log π)
+  mean_abs_mu   |μ(s)| of the policy on the expert's states (> 1: beyond
+                the action box, where the clipped critic is flat)
+  agent_return  the sampled episodes' mean true return
+
+A log-π gap (log_pi_agent − log_pi_expert) of many nats lets a constant f
+separate the two batches, so f need not take a shape and the generator's
+reward says nothing about the expert. Ends with a Markdown row and one JSON
+line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from agents.ail import demonstrations  # noqa: E402
+from agents.ail import discriminator as disc  # noqa: E402
+from agents.ail import learner as ail_learner  # noqa: E402
+from agents.common import checkpointing  # noqa: E402
+from agents.common import environments  # noqa: E402
+from agents.mpo import actor as actor_lib  # noqa: E402
+from agents.mpo import learner as mpo_learner  # noqa: E402
+from launch import ail as launch_ail  # noqa: E402
+from launch import config as launch_config  # noqa: E402
+
+DEFAULT_DEMOS = os.path.normpath(os.path.join(
+    REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
+
+
+def sampled_episodes(tc, policy, *, episodes: int, seed: int):
+  """Episodes of the stochastic policy, as the actors act (clipped samples).
+  Returns (Transitions [T], mean return)."""
+  actor = actor_lib.Actor(tc.mpo, ail_learner.to_numpy(policy), seed=seed)
+  env = environments.make_environment(tc.env, seed=seed)
+  rows, returns = ([], [], [], []), []
+  try:
+    for _ in range(episodes):
+      timestep, total = env.reset(), 0.0
+      while not timestep.last():
+        obs = np.array(timestep.observation, np.float32)
+        action = actor.select_action(obs)
+        timestep = env.step(action)
+        total += float(timestep.reward)
+        for column, value in zip(rows, (
+            obs, action, np.array(timestep.observation, np.float32),
+            timestep.discount)):
+          column.append(value)
+      returns.append(total)
+  finally:
+    env.close()
+  obs, act, nxt, discount = (jnp.asarray(np.asarray(c), jnp.float32)
+                             for c in rows)
+  return disc.Transitions(obs, act, nxt, discount), float(np.mean(returns))
+
+
+def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
+             episodes: int, seed: int) -> dict:
+  with open(os.path.join(run_dir, 'config.json')) as f:
+    tc = launch_config.from_dict(json.load(f))
+  if tc.ail.kind != 'airl':
+    raise SystemExit(f'{run_dir}: ail.kind is {tc.ail.kind!r}; this '
+                     'diagnostic reads AIRL runs')
+  if checkpoint is None:
+    checkpoint = checkpointing.latest(
+        os.path.join(run_dir, 'checkpoints', 'learner'))
+    if checkpoint is None:
+      raise SystemExit(f'{run_dir}: no learner checkpoint')
+  counts = checkpointing.read_metadata(checkpoint).get('counts', {})
+  state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
+  policy, d = state.generator.policy, state.discriminator
+  expert = ail_learner.expert_transitions(
+      demonstrations.load_for_environment(demos_path, tc.env))
+  agent, agent_return = sampled_episodes(tc, policy, episodes=episodes,
+                                         seed=seed)
+  g_cfg = dataclasses.replace(tc.ail, reward='g')
+  out = {'run': os.path.basename(os.path.normpath(run_dir)),
+         'checkpoint': os.path.basename(checkpoint),
+         'env_steps': counts.get('env_steps')}
+  for name, t in (('expert', expert), ('agent', agent)):
+    log_pi = ail_learner.policy_log_prob(tc.mpo, policy, t.observation,
+                                         t.action)
+    f = disc.score(tc.ail, d.params, d.normalizer, t, tc.mpo.discount)
+    g = disc.rewards(g_cfg, d.params, d.normalizer, t, tc.mpo.discount)
+    out[f'log_pi_{name}'] = float(jnp.mean(log_pi))
+    out[f'f_{name}'] = float(jnp.mean(f))
+    out[f'g_{name}'] = float(jnp.mean(g))
+    out[f'd_{name}'] = float(jnp.mean(jax.nn.sigmoid(f - log_pi)))
+  dist = mpo_learner.apply_policy(tc.mpo, policy, expert.observation)
+  out['mean_abs_mu'] = float(jnp.mean(jnp.abs(dist.mean)))
+  out['mean_stddev'] = float(jnp.mean(dist.stddev))
+  out['agent_return'] = agent_return
+  return out
+
+
+def markdown_row(r: dict) -> str:
+  return (f"| {r['run']}, {r['env_steps']} | {r['log_pi_expert']:.2f} | "
+          f"{r['log_pi_agent']:.2f} | {r['f_expert']:.2f} | "
+          f"{r['f_agent']:.2f} | {r['mean_abs_mu']:.2f} | "
+          f"{r['agent_return']:.0f} |")
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  p.add_argument('run_dir')
+  p.add_argument('--checkpoint', help='a learner checkpoint (default: latest)')
+  p.add_argument('--demos', default=DEFAULT_DEMOS)
+  p.add_argument('--episodes', type=int, default=1)
+  p.add_argument('--seed', type=int, default=5)
+  args = p.parse_args(argv)
+  r = diagnose(args.run_dir, args.checkpoint, args.demos,
+               episodes=args.episodes, seed=args.seed)
+  print('| run, env steps | log π(a_E│s_E) | log π(a│s) own | f expert | '
+        'f agent | |μ| on expert states | sampled return |')
+  print('|---|---|---|---|---|---|---|')
+  print(markdown_row(r))
+  print(json.dumps(r))
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
