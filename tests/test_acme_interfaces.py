@@ -15,6 +15,7 @@ from agents.mpo import learner as learner_lib
 from agents.mpo import networks
 from agents.mpo.learner_node import LearnerNode
 from configs import mpo as named
+from tests.fakes import UncontactedReplay
 
 
 class _RecordingAdder:
@@ -66,11 +67,10 @@ def test_tandem_actor_runs_in_acme_environment_loop():
 
 
 def _learner_node(tmp_path):
-  class _Replay:
-    server_address = 'localhost:0'  # never contacted: no step is taken
   tc = named.tiny()
   dims = learner_lib.Dims(5, 1)
-  return LearnerNode(tc, dims, _Replay(), None, str(tmp_path)), tc, dims
+  return (LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path)), tc,
+          dims)
 
 
 def test_learner_node_is_a_variable_source_and_saveable(tmp_path):
@@ -140,12 +140,9 @@ def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path):
   from configs import ail as ail_named
   from launch import config as config_lib
   from tests.integration.demo_data import write_cartpole_demos
-
-  class _Replay:
-    server_address = 'localhost:0'
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
   tc = config_lib.apply_overrides(ail_named.tiny(), {'demos': demos})
-  node = AILLearnerNode(tc, learner_lib.Dims(5, 1), _Replay(), None,
+  node = AILLearnerNode(tc, learner_lib.Dims(5, 1), UncontactedReplay(), None,
                         str(tmp_path / 'run'))
   assert isinstance(node, core.VariableSource)
   policy, (params, normalizer) = node.get_variables(['policy',

@@ -5,10 +5,7 @@ from agents.common.rundir import RunDir
 from agents.mpo import learner as learner_lib
 from agents.mpo.learner_node import LearnerNode
 from configs import mpo as named
-
-
-class _Replay:
-  server_address = 'localhost:0'  # never contacted: no step is taken
+from tests.fakes import UncontactedReplay
 
 
 def test_resumed_learner_stopped_before_any_step_keeps_its_counts(tmp_path):
@@ -21,12 +18,13 @@ def test_resumed_learner_stopped_before_any_step_keeps_its_counts(tmp_path):
   checkpointing.save_numbered(
       directory, 0, learner_lib.init(tc.mpo, dims, seed=tc.seed),
       metadata={'counts': counts, 'env': tc.env})
-  node = LearnerNode(tc, dims, _Replay(), None, str(tmp_path), resume=True)
+  node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path),
+                     resume=True)
   path = node.save_checkpoint()
   assert checkpointing.read_metadata(path)['counts'] == counts
 
 
 def test_fresh_learner_checkpoint_before_any_step_has_no_counts(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
-  node = LearnerNode(tc, dims, _Replay(), None, str(tmp_path))
+  node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
   assert checkpointing.read_metadata(node.save_checkpoint())['counts'] == {}
