@@ -51,6 +51,18 @@ def wait_for_learner_steps(run_dir, steps, timeout=120.0):
   return learner_steps(run_dir)
 
 
+def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120):
+  """Ctrl-C (SIGINT) to a started `tandem` once its program has made more
+  than `steps` learner steps; waits up to `timeout` s for it to exit, checks
+  it exited 130 (interrupted, resumable) and returns its (stdout, stderr)."""
+  import signal
+  wait_for_learner_steps(run_dir, steps)
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=timeout)
+  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  return out, err
+
+
 def processes_mentioning(text):
   """Live processes whose environment or command line mentions `text`."""
   found = []

@@ -12,9 +12,9 @@ import pytest
 
 from agents.common import checkpointing
 from agents.common import logs
-from tests.integration.conftest import (learner_steps, processes_mentioning,
-                                        run_tandem, start_tandem,
-                                        wait_for_learner_steps)
+from tests.integration.conftest import (interrupt_after_learner_steps,
+                                        learner_steps, processes_mentioning,
+                                        run_tandem, start_tandem)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 
@@ -90,10 +90,7 @@ def test_a_stop_that_outlasts_the_grace_period_is_reported_as_a_kill(
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'slowstop',
                               '--env_step_budget=10000000', '--stop_grace_s=3',
                               '--fault_injection_slow_stop_s=60'])
-  wait_for_learner_steps(run_dir, 50)
-  proc.send_signal(signal.SIGINT)
-  out, err = proc.communicate(timeout=120)
-  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  _, err = interrupt_after_learner_steps(proc, run_dir)
   assert 'learner ended without finishing their stop' in err or \
       'learner' in err.split('ended without finishing')[0].splitlines()[-1]
   assert 'stop_grace_s=3' in err and '--resume' in err
@@ -116,10 +113,7 @@ def test_a_stop_longer_than_launchpads_default_notice_finishes(runs_root):
                               '--env_step_budget=10000000', '--stop_grace_s=40',
                               '--checkpoint_period_s=1000',
                               '--fault_injection_slow_stop_s=15'])
-  wait_for_learner_steps(run_dir, 50)
-  proc.send_signal(signal.SIGINT)
-  out, err = proc.communicate(timeout=180)
-  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  interrupt_after_learner_steps(proc, run_dir, timeout=180)
   stops = json.load(open(os.path.join(run_dir, 'nodes', 'segment-1',
                                       'stop_times.json')))
   assert stops['killed'] == []

@@ -9,7 +9,8 @@ import pytest
 from agents.common import checkpointing
 from agents.common import logs
 from agents.common import schedules
-from tests.integration.conftest import (processes_mentioning, run_tandem,
+from tests.integration.conftest import (interrupt_after_learner_steps,
+                                        processes_mentioning, run_tandem,
                                         start_tandem, wait_for_learner_steps)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
@@ -108,15 +109,11 @@ def test_crashing_actor_stops_program_nonzero_naming_it(runs_root):
 
 
 def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
-  import signal
   run_dir = os.path.join(runs_root, 'intr')
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'intr',
                               '--env_step_budget=10000000',
                               '--checkpoint_period_s=1000'])
-  wait_for_learner_steps(run_dir, 50)
-  proc.send_signal(signal.SIGINT)
-  out, err = proc.communicate(timeout=120)
-  assert proc.returncode == 130, out[-2000:] + err[-2000:]
+  _, err = interrupt_after_learner_steps(proc, run_dir)
   assert f'continue with: tandem train --resume {run_dir}' in err
   # With periodic checkpoints off, this one was written on the way down.
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
