@@ -2,7 +2,6 @@
 it reads the run's config, its latest checkpoint and counts, and measures
 the drift it exists to show (a policy mean beyond the box)."""
 
-import importlib.util
 import json
 import os
 
@@ -15,21 +14,10 @@ from agents.common import checkpointing
 from configs import ail as ail_configs
 from launch import ail as launch_ail
 from launch import config as config_lib
+from tests.bench import load_script
 from tests.integration import demo_data
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-
-
-def _load_tool():
-  path = os.path.join(REPO_ROOT, 'bench', 'airl_diagnostics.py')
-  spec = importlib.util.spec_from_file_location('airl_diagnostics', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-tool = _load_tool()
+tool = load_script('airl_diagnostics')
 
 
 @pytest.fixture(scope='module')

@@ -2,7 +2,6 @@
 summary's figures, on run directories written by hand (no training)."""
 
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -12,23 +11,13 @@ import pytest
 from agents.mpo.config import DualConfig
 from launch import cli
 from launch import config as config_lib
+from tests.bench import REPO_ROOT, load_script
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 MAKE_RUN = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':make_run'
 TINY = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':tiny'
 
 
-def _load_study():
-  # bench/ is a folder of scripts, not a package.
-  path = os.path.join(REPO_ROOT, 'bench', 'dual_study.py')
-  spec = importlib.util.spec_from_file_location('dual_study', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-ds = _load_study()
+ds = load_script('dual_study')
 
 # What each strategy must be, written out independently of the module:
 # (num_steps, temperature optimizer, solver, temperature_for_weights).
