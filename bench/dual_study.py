@@ -103,7 +103,8 @@ DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
 # strategy -> the MPOConfig fields outside the duals that the study varies,
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
-_MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem'}
+_MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
+                 'policy_mean': 'linear'}
 MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']

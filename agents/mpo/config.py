@@ -199,8 +199,8 @@ class MPOConfig:
   # the box makes the expert's interior actions far less likely under π than
   # the agent's own edge actions, and the logit f - log π separates them with
   # no help from f (BENCHMARKS.md, "AIRL: why it did not learn"). Measured
-  # there for AIRL on cartpole: it keeps the mean in the box, yet learned no
-  # faster than the action penalty alone, so no named config uses it.
+  # there for AIRL on cartpole: it keeps the mean in the box, yet learned
+  # slower than the action penalty alone, so no named config uses it.
   policy_mean: str = 'linear'
   # Initial weights (networks.SCHEMES):
   #   tandem: lecun-normal torso, heads at 1e-4 (policy) and 1e-2 (critic)

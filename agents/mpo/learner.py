@@ -135,7 +135,7 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
   n = cfg.num_samples
   tile = lambda o: jnp.broadcast_to(o, (n,) + o.shape)
   target_pi_next = apply_policy(cfg, state.target_policy,
-                                 batch.next_observation)
+                                batch.next_observation)
   next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
   q_next = networks.apply_critic(state.target_critic,
                                  tile(batch.next_observation), next_actions)

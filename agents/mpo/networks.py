@@ -8,8 +8,9 @@ LayerNorm and tanh (it keeps the input scale of unnormalised observations in
 check), later layers by ELU. The policy is a diagonal Gaussian whose mean
 is linear in the last hidden layer or, with tanh_mean, its tanh (bounded to
 (-1, 1); the Gaussian itself is never squashed). Actions are clipped to
-[-1, 1] only when sent to the environment, and MPO's action penalisation
-keeps an unbounded mean inside the box.
+[-1, 1] only when sent to the environment; MPO's action penalisation pulls
+an unbounded mean back towards the box (how firmly depends on
+epsilon_penalty: BENCHMARKS.md, "AIRL: why it did not learn").
 
 Initial weights follow one of two schemes (MPOConfig.init, SCHEMES below):
 'tandem' (lecun-normal torso, near-zero heads) or 'acme' (the initialisers of

@@ -102,7 +102,7 @@ def test_init_and_clipping_default_to_the_behaviour_before_they_existed():
 @pytest.mark.parametrize('path, value', [('mpo.init', 'acme'),
                                          ('mpo.grad_clip_mode', 'joint'),
                                          ('mpo.policy_mean', 'tanh')])
-def test_resume_refuses_a_changed_init_or_clip_mode(path, value):
+def test_resume_refuses_a_changed_init_clip_mode_or_policy_mean(path, value):
   # They change what the checkpoint's run means (and `grad_clip_mode` the
   # optimizer state's structure), so they are not RESUMABLE_FIELDS.
   from launch import config as launch_config
