@@ -43,40 +43,12 @@ from agents.ail import demonstrations  # noqa: E402
 from agents.ail import discriminator as disc  # noqa: E402
 from agents.ail import learner as ail_learner  # noqa: E402
 from agents.common import checkpointing  # noqa: E402
-from agents.common import environments  # noqa: E402
-from agents.mpo import actor as actor_lib  # noqa: E402
 from agents.mpo import learner as mpo_learner  # noqa: E402
 from launch import ail as launch_ail  # noqa: E402
 from launch import config as launch_config  # noqa: E402
 
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
-
-
-def sampled_episodes(tc, policy, *, episodes: int, seed: int):
-  """Episodes of the stochastic policy, as the actors act (clipped samples).
-  Returns (Transitions [T], mean return)."""
-  actor = actor_lib.Actor(tc.mpo, ail_learner.to_numpy(policy), seed=seed)
-  env = environments.make_environment(tc.env, seed=seed)
-  rows, returns = ([], [], [], []), []
-  try:
-    for _ in range(episodes):
-      timestep, total = env.reset(), 0.0
-      while not timestep.last():
-        obs = np.array(timestep.observation, np.float32)
-        action = actor.select_action(obs)
-        timestep = env.step(action)
-        total += float(timestep.reward)
-        for column, value in zip(rows, (
-            obs, action, np.array(timestep.observation, np.float32),
-            timestep.discount)):
-          column.append(value)
-      returns.append(total)
-  finally:
-    env.close()
-  obs, act, nxt, discount = (jnp.asarray(np.asarray(c), jnp.float32)
-                             for c in rows)
-  return disc.Transitions(obs, act, nxt, discount), float(np.mean(returns))
 
 
 def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
@@ -96,8 +68,11 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
   policy, d = state.generator.policy, state.discriminator
   expert = ail_learner.expert_transitions(
       demonstrations.load_for_environment(demos_path, tc.env))
-  agent, agent_return = sampled_episodes(tc, policy, episodes=episodes,
-                                         seed=seed)
+  rollouts = demonstrations.collect(
+      tc.env, ail_learner.to_numpy(policy), tc.mpo, episodes=episodes,
+      seed=seed, deterministic=False)
+  agent = ail_learner.expert_transitions(rollouts)
+  agent_return = float(np.mean(rollouts.episode_returns))
   g_cfg = dataclasses.replace(tc.ail, reward='g')
   out = {'run': os.path.basename(os.path.normpath(run_dir)),
          'checkpoint': os.path.basename(checkpoint),

@@ -544,8 +544,9 @@ def save(path: str, demos: Demonstrations,
 
 
 def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
-            seed: int) -> Demonstrations:
-  """Records episodes of the deterministic (mean-action) MPO policy.
+            seed: int, deterministic: bool = True) -> Demonstrations:
+  """Records episodes of the deterministic (mean-action) MPO policy, or with
+  deterministic=False of the sampling policy the actors run (clipped).
 
   Args:
     env_name: a name for `environments.make_environment`.
@@ -554,6 +555,8 @@ def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
     episodes: how many episodes to run, >= 1, on one environment reset
       between episodes; they get episode_index 0 .. episodes - 1.
     seed: seeds the environment and the actor.
+    deterministic: act at the mean (demonstrations) or sample as the actors
+      do (a diagnostic's agent episodes).
 
   Returns:
     Demonstrations of every transition, in the order they happened.
@@ -562,7 +565,7 @@ def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
       episodes < 1):
     raise ValueError(f'episodes: expected an integer >= 1, got {episodes!r}.')
   actor = actor_lib.Actor(mpo_config, policy_params, seed=seed,
-                          deterministic=True)
+                          deterministic=deterministic)
   rows = {name: [] for name in Demonstrations._fields
           if name != 'episode_returns'}
   env = environments.make_environment(env_name, seed=seed)

@@ -166,7 +166,6 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
              batch: Batch) -> tuple[LearnerState, dict]:
   """One MPO SGD step (pure; jit or scan it). Returns (state, metrics)."""
   dcfg = cfg.duals
-  policy_at = lambda p, o: apply_policy(cfg, p, o)
   eps_mean, eps_stddev = kl_bounds(cfg, batch.action.shape[-1])
 
   key, k_estep, k_boot = jax.random.split(state.key, 3)
@@ -198,7 +197,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
   def loss_fn(policy, critic):
     q = networks.apply_critic(critic, batch.observation, batch.action)
     loss_critic = losses.critic_loss(q, td_target)
-    online = policy_at(policy, e.states)
+    online = apply_policy(cfg, policy, e.states)
     terms = losses.mstep_terms(online, target_pi, actions, weights,
                                cfg.per_dim_constraining)
     loss_policy = terms.cross_entropy_mean + terms.cross_entropy_stddev

@@ -388,3 +388,17 @@ def test_collect_save_load_round_trip(tmp_path):
   np.testing.assert_array_equal(loaded.step_index, np.arange(1000))
   assert loaded.episode_returns[0] == pytest.approx(
       float(loaded.reward.sum(dtype=np.float64)), rel=1e-6)
+
+
+def test_collect_samples_when_not_deterministic():
+  cfg = mpo_config.MPOConfig(policy_layers=(8,))
+  params = networks.init_policy(jax.random.PRNGKey(0), OBS_DIM, 1, (8,))
+  run = lambda det: demonstrations.collect('cartpole:swingup', params, cfg,
+                                           episodes=1, seed=3,
+                                           deterministic=det)
+  mean_actions, sampled = run(True), run(False)
+  # The initial policy's mean is ~0 and its stddev init_scale (0.5): the
+  # sampled actions spread, clipped to the box; the mean actions do not.
+  assert np.std(mean_actions.action) < 0.05
+  assert 0.3 < np.std(sampled.action) < 0.6
+  assert np.all(np.abs(sampled.action) <= 1.0)
