@@ -188,7 +188,7 @@ def bench_task(task: str, kinds: list[str], args) -> dict:
     timed[f'{kind}.generator'] = Timed(
         f'{kind}.generator',
         ail_learner.make_generator_update(mpo_cfg, ail_cfg), state_g,
-        (g_windows,), kg)
+        (g_windows, expert), kg)
     key = repr(mpo_cfg)
     if key not in mpo_names:
       name = 'mpo' if not mpo_names else f'mpo.{kind}'

@@ -63,6 +63,12 @@ class AILConfig:
   generator_steps_per_round: int = 8
   # Discriminator steps over which its learning-rate schedule runs.
   schedule_horizon: int = 1_000_000
+  # Behaviour cloning of the policy mean on expert batches, added to the
+  # generator's policy loss with weight bc_weight · max(0, 1 − t /
+  # bc_decay_steps), t the global generator step count (agents/ail/bc.py;
+  # DAPG, Rajeswaran et al. 2018). 0: off.
+  bc_weight: float = 0.0
+  bc_decay_steps: int = 10_000
 
   def __post_init__(self):
     o = 'AILConfig'
@@ -87,6 +93,8 @@ class AILConfig:
     _int_at_least(o, 'generator_steps_per_round',
                   self.generator_steps_per_round, 1)
     _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
+    _non_negative(o, 'bc_weight', self.bc_weight)
+    _int_at_least(o, 'bc_decay_steps', self.bc_decay_steps, 1)
     # A call never straddles two phases, so a checkpoint (taken between
     # calls) always lands on a step boundary the round plan knows.
     if self.discriminator_steps_per_round % \

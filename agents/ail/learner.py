@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.ail import bc
 from agents.ail import discriminator as disc
 from agents.ail.config import AILConfig
 from agents.common import checkpointing
@@ -155,12 +156,40 @@ def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   return batch, r
 
 
+def draw_expert(state: AILState, expert_data: disc.Transitions,
+                size: int) -> tuple[AILState, disc.Transitions]:
+  """`size` expert transitions drawn uniformly from expert_data ([T]) in
+  graph with the state's key (so a restored run draws the same ones)."""
+  key, k_expert = jax.random.split(state.key)
+  idx = jax.random.randint(k_expert, (size,), 0,
+                           expert_data.discount.shape[0])
+  return (state._replace(key=key),
+          jax.tree_util.tree_map(lambda x: x[idx], expert_data))
+
+
 def generator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig, state: AILState,
-                   windows: Windows) -> tuple[AILState, dict]:
-  """One MPO step on relabelled rewards; windows: leading dims [B]."""
+                   windows: Windows,
+                   expert_data: disc.Transitions) -> tuple[AILState, dict]:
+  """One MPO step on relabelled rewards; windows: leading dims [B].
+
+  With `ail_cfg.bc_weight` > 0 the policy loss also clones the policy mean
+  on B expert transitions (agents/ail/bc.py), weighted by the schedule of
+  the global generator step count; otherwise expert_data is unused.
+  """
   batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows,
                      state.generator.policy)
-  generator, metrics = mpo_learner.sgd_step(mpo_cfg, state.generator, batch)
+  regulariser = None
+  if ail_cfg.bc_weight > 0:
+    state, expert = draw_expert(state, expert_data, batch.reward.shape[0])
+    w = bc.weight(ail_cfg, state.generator.steps)
+
+    def regulariser(policy):
+      dist = mpo_learner.apply_policy(mpo_cfg, policy, expert.observation)
+      loss = bc.mean_loss(dist, expert.action)
+      return w * loss, {'bc_weight': w, 'bc_loss': loss}
+
+  generator, metrics = mpo_learner.sgd_step(mpo_cfg, state.generator, batch,
+                                            regulariser)
   valid = (windows.weights > 0).astype(jnp.float32)
   count = jnp.maximum(jnp.sum(valid), 1.0)
   metrics['learned_reward_mean'] = jnp.sum(valid * r) / count
@@ -175,10 +204,7 @@ def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   """One discriminator step: the first steps of `windows` ([B]) against B
   expert transitions drawn uniformly from expert_data ([T]) in-graph, with
   the state's key, so a restored run draws the same expert batches."""
-  key, k_expert = jax.random.split(state.key)
-  size = expert_data.discount.shape[0]
-  idx = jax.random.randint(k_expert, (ail_cfg.batch_size,), 0, size)
-  expert = jax.tree_util.tree_map(lambda x: x[idx], expert_data)
+  state, expert = draw_expert(state, expert_data, ail_cfg.batch_size)
   agent = first_steps(windows)
   if ail_cfg.kind == 'airl':
     # The current policy's log-probabilities (Fu et al. 2018): the
@@ -196,14 +222,16 @@ def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
                                  jax.lax.stop_gradient(lp_agent),
                                  mpo_cfg.discount)
   metrics['learner_steps'] = state.generator.steps
-  return state._replace(discriminator=d_state, key=key), metrics
+  return state._replace(discriminator=d_state), metrics
 
 
 def make_generator_update(mpo_cfg: MPOConfig, ail_cfg: AILConfig):
-  """jit(update(state, windows [K, B, ...])) -> (state, metrics [K])."""
-  def update(state, windows):
+  """jit(update(state, windows [K, B, ...], expert_data [T])) -> (state,
+  metrics [K])."""
+  def update(state, windows, expert_data):
     return jax.lax.scan(
-        lambda s, w: generator_step(mpo_cfg, ail_cfg, s, w), state, windows)
+        lambda s, w: generator_step(mpo_cfg, ail_cfg, s, w, expert_data),
+        state, windows)
   return jax.jit(update, donate_argnums=(0,))
 
 

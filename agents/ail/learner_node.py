@@ -138,7 +138,8 @@ class AILLearnerNode(learner_node.LearnerNode):
       if windows is None:
         return None
       with self._lock:
-        self._state, metrics = self._update_generator(self._state, windows)
+        self._state, metrics = self._update_generator(
+            self._state, windows, self._expert)
         self._publish()
       deltas = dict(learner_steps=k)
       logger, step_key = self._logger, 'learner_steps'

@@ -18,7 +18,7 @@ One SGD step (Abdolmaleki et al. 2018a, b):
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -162,9 +162,15 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
                      jax.lax.stop_gradient(td_target))
 
 
-def sgd_step(cfg: MPOConfig, state: LearnerState,
-             batch: Batch) -> tuple[LearnerState, dict]:
-  """One MPO SGD step (pure; jit or scan it). Returns (state, metrics)."""
+def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
+             policy_regulariser: Optional[Callable] = None
+             ) -> tuple[LearnerState, dict]:
+  """One MPO SGD step (pure; jit or scan it). Returns (state, metrics).
+
+  policy_regulariser: optional `policy params -> (scalar loss, metrics)`,
+  added to the M-step's policy loss (the adversarial program's behaviour
+  cloning, agents/ail/bc.py); its metrics join this step's.
+  """
   dcfg = cfg.duals
   eps_mean, eps_stddev = kl_bounds(cfg, batch.action.shape[-1])
 
@@ -207,8 +213,12 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
       loss_policy += pen.cross_entropy_mean + pen.cross_entropy_stddev
     loss_policy += losses.kl_penalty(alpha_mean, terms.kl_mean)
     loss_policy += losses.kl_penalty(alpha_stddev, terms.kl_stddev)
+    extra = {}
+    if policy_regulariser is not None:
+      loss_extra, extra = policy_regulariser(policy)
+      loss_policy += loss_extra
     aux = dict(loss_critic=loss_critic, loss_policy=loss_policy, terms=terms,
-               online_stddev=online.stddev)
+               online_stddev=online.stddev, extra=extra)
     return loss_policy + loss_critic, aux
 
   (_, aux), (g_policy, g_critic) = jax.value_and_grad(
@@ -294,6 +304,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState,
       'finite': finite,
       'skipped': new_state.skipped,
       'learner_steps': steps,
+      **aux['extra'],
   }
   return new_state, metrics
 

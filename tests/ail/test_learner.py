@@ -1,5 +1,6 @@
 """The adversarial learner: rounds from global counts, the schedule contract,
-fresh rewards for every n-step, AIRL's current-policy log-probabilities."""
+fresh rewards for every n-step, AIRL's current-policy log-probabilities,
+behaviour cloning of the generator's mean."""
 
 import dataclasses
 import functools
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from agents.ail import bc
 from agents.ail import discriminator as disc
 from agents.ail import learner
 from agents.ail.config import AILConfig, discriminator_optimizer
@@ -116,13 +118,18 @@ class _Driver:
           m['learning_rate_discriminator']))
     else:
       i = int(state.generator.steps) // self.mpo.sgd_steps_per_call
-      state, m = self.gen(state, self.gen_batches[i])
-      self.lrs['generator'] += list(zip(*[np.asarray(m[k]) for k in LR_KEYS]))
+      state, m = self.gen(state, self.gen_batches[i], self.expert)
+      keys = LR_KEYS + (('bc_weight',) if self.ail.bc_weight > 0 else ())
+      self.lrs['generator'] += list(zip(*[np.asarray(m[k]) for k in keys]))
     return state
 
 
-def test_schedules_over_rounds_equal_one_run_and_survive_restore(tmp_path):
-  mpo, ail = _mpo(), _ail()
+@pytest.mark.parametrize('bc', [{}, dict(bc_weight=0.5, bc_decay_steps=16)],
+                         ids=['no_bc', 'bc'])
+def test_schedules_over_rounds_equal_one_run_and_survive_restore(tmp_path,
+                                                                 bc):
+  # With behaviour cloning its decaying weight is one more schedule.
+  mpo, ail = _mpo(), _ail(**bc)
   rounds = 3
   # R rounds of D discriminator and G generator steps...
   a = _Driver(mpo, ail)
@@ -198,7 +205,7 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
       rtol=1e-5, atol=1e-6)
   assert not np.allclose(batch_after.reward, batch_before.reward)
   # The generator step uses exactly these rewards.
-  _, m = jax.jit(lambda s, w: learner.generator_step(mpo, ail, s, w))(
+  _, m = jax.jit(lambda s, w: learner.generator_step(mpo, ail, s, w, None))(
       state, windows)
   np.testing.assert_allclose(m['learned_reward_mean'],
                              step_rewards(state)[valid].mean(), rtol=1e-5)
@@ -301,3 +308,39 @@ def test_airl_log_pi_uses_the_configured_policy_mean():
   np.testing.assert_allclose(
       learner.policy_log_prob(squashed, policy, obs, interior), want,
       rtol=1e-6)
+
+
+def test_behaviour_cloning_pulls_the_mean_towards_expert_actions():
+  # One generator step on the same state and batch with and without the BC
+  # term: with it, the mean on the drawn expert states moves towards the
+  # expert's actions and the step logs the scheduled weight; the stddev
+  # head's gradient from BC is zero (bc.mean_loss), so the stddev moves as
+  # without it.
+  mpo = _mpo(sgd_steps_per_call=1)
+  rng = np.random.default_rng(3)
+  expert = _expert(rng)
+  windows = jax.tree_util.tree_map(lambda x: x[0], _windows(rng, 1, 8))
+  off = _ail(kind='airl', reward='f')
+  on = dataclasses.replace(off, bc_weight=50.0, bc_decay_steps=4)
+  state = learner.init(mpo, off, DIMS, seed=0)
+  state = state._replace(generator=state.generator._replace(
+      steps=jnp.asarray(1, state.generator.steps.dtype)))
+  step = lambda ail: jax.jit(
+      lambda s: learner.generator_step(mpo, ail, s, windows, expert))(state)
+  (s_off, m_off), (s_on, m_on) = step(off), step(on)
+  assert 'bc_weight' not in m_off
+  assert float(m_on['bc_weight']) == pytest.approx(50.0 * 0.75)
+  # The batch the BC term drew, scored with the stddev it held.
+  _, drawn = learner.draw_expert(state, expert, 8)
+  held = mpo_learner.apply_policy(mpo, state.generator.policy,
+                                  drawn.observation).stddev
+  gap = lambda s: float(bc.mean_loss(networks.GaussianParams(
+      mpo_learner.apply_policy(mpo, s.generator.policy,
+                               drawn.observation).mean, held), drawn.action))
+  assert gap(s_on) < gap(state) and gap(s_on) < gap(s_off)
+  np.testing.assert_allclose(s_on.generator.policy['stddev']['w'],
+                             s_off.generator.policy['stddev']['w'],
+                             rtol=1e-5, atol=1e-7)
+  # Only the BC draw spends the expert key here.
+  assert not np.array_equal(s_on.key, s_off.key)
+  np.testing.assert_array_equal(s_off.key, state.key)

@@ -1,0 +1,45 @@
+"""Behaviour cloning of the generator's mean (agents/ail/bc.py)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.ail import bc
+from agents.ail.config import AILConfig
+from agents.mpo.networks import GaussianParams
+
+
+def test_weight_decays_linearly_to_zero_with_global_generator_steps():
+  cfg = AILConfig(bc_weight=2.0, bc_decay_steps=100)
+  got = [float(bc.weight(cfg, t)) for t in (0, 25, 50, 100, 101, 10_000)]
+  assert got == pytest.approx([2.0, 1.5, 1.0, 0.0, 0.0, 0.0])
+  assert float(bc.weight(AILConfig(), 0)) == 0.0   # off by default
+
+
+def test_mean_loss_against_a_hand_computed_case():
+  dist = GaussianParams(mean=jnp.array([[0.0, 1.0], [0.5, -0.5]]),
+                        stddev=jnp.array([[0.5, 1.0], [2.0, 0.25]]))
+  action = jnp.array([[1.0, 1.0], [-0.5, 0.0]])
+  # Row 0: (1/0.5)²/2 + 0 = 2; row 1: (1/2)²/2 + (0.5/0.25)²/2 = 0.125 + 2.
+  assert float(bc.mean_loss(dist, action)) == pytest.approx((2 + 2.125) / 2)
+
+
+def test_mean_loss_reaches_the_mean_only():
+  dist = GaussianParams(mean=jnp.array([[0.2, -0.3]]),
+                        stddev=jnp.array([[0.5, 0.7]]))
+  action = jnp.array([[0.9, 0.1]])
+  g = jax.grad(lambda d: bc.mean_loss(d, action))(dist)
+  np.testing.assert_array_equal(g.stddev, 0.0)
+  np.testing.assert_allclose(g.mean, (dist.mean - action) / dist.stddev ** 2,
+                             rtol=1e-6)
+
+
+@pytest.mark.parametrize('field, value, expected', [
+    ('bc_weight', -0.1, 'a finite number >= 0'),
+    ('bc_weight', float('nan'), 'a finite number >= 0'),
+    ('bc_decay_steps', 0, 'an integer >= 1'),
+])
+def test_bad_bc_values_are_refused_by_name(field, value, expected):
+  with pytest.raises(ValueError, match=f'AILConfig.{field}.*{expected}'):
+    AILConfig(**{field: value})
