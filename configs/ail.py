@@ -71,7 +71,11 @@ def airl_cartpole() -> AILTrainConfig:
   stronger action penalty"). A tanh-bounded mean on top
   (`mpo.policy_mean='tanh'`) kept |μ| < 1 but learned slower on the two
   seeds tried (final 756 and 539 against 833 and 780), so the mean stays
-  linear."""
+  linear. Behaviour cloning of the mean (`ail.bc_weight=1`, decaying to 0
+  over 15k generator steps) brought seed 1 to 90% at 110k (final 853) but
+  left seed 0 at 751 and seed 2 fell from 775 to 170 after the weight had
+  reached 0: still one seed of three, a lower median final (751 against
+  780), so `bc_weight` stays 0 (BENCHMARKS.md)."""
   return _cartpole('airl_cartpole', AILConfig(
       kind='airl', reward='f', input='state_next_state',
       discriminator_steps_per_round=1, generator_steps_per_round=8,
