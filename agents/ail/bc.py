@@ -22,8 +22,9 @@ from agents.mpo import networks
 
 def weight(ail_cfg: AILConfig, generator_steps: jax.Array) -> jax.Array:
   """λ(t) = bc_weight · max(0, 1 − t / bc_decay_steps), t the global
-  generator step count: a function of that count alone, so rounds, stops
-  and resumes see the weights of one uninterrupted run. -> float32 []."""
+  generator step count before this step (as sgd_step's learning rates use
+  it): a function of that count alone, so rounds, stops and resumes see the
+  weights of one uninterrupted run. -> float32 []."""
   t = jnp.asarray(generator_steps, jnp.float32)
   left = jnp.clip(1.0 - t / ail_cfg.bc_decay_steps, 0.0, 1.0)
   return jnp.float32(ail_cfg.bc_weight) * left

@@ -179,6 +179,8 @@ def generator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig, state: AILState,
   batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows,
                      state.generator.policy)
   regulariser = None
+  # Off, BC draws nothing: the key, and so the discriminator's expert
+  # batches, stay those of a run without it.
   if ail_cfg.bc_weight > 0:
     state, expert = draw_expert(state, expert_data, batch.reward.shape[0])
     w = bc.weight(ail_cfg, state.generator.steps)

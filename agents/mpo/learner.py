@@ -163,7 +163,8 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
 
 
 def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
-             policy_regulariser: Optional[Callable] = None
+             policy_regulariser: Optional[
+                 Callable[[networks.Params], tuple[jax.Array, dict]]] = None
              ) -> tuple[LearnerState, dict]:
   """One MPO SGD step (pure; jit or scan it). Returns (state, metrics).
 

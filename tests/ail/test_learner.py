@@ -313,9 +313,10 @@ def test_airl_log_pi_uses_the_configured_policy_mean():
 def test_behaviour_cloning_pulls_the_mean_towards_expert_actions():
   # One generator step on the same state and batch with and without the BC
   # term: with it, the mean on the drawn expert states moves towards the
-  # expert's actions and the step logs the scheduled weight; the stddev
-  # head's gradient from BC is zero (bc.mean_loss), so the stddev moves as
-  # without it.
+  # expert's actions and the step logs the scheduled weight. BC adds no
+  # gradient to the stddev head (bc.mean_loss), so the stddev moves as
+  # without it: a gradient clip may rescale the whole policy gradient, but
+  # Adam's first update, g / (|g| + eps) per parameter, does not see scale.
   mpo = _mpo(sgd_steps_per_call=1)
   rng = np.random.default_rng(3)
   expert = _expert(rng)
