@@ -3,7 +3,9 @@
 DAPG (Rajeswaran et al. 2018) and GAIL+BC (Jena et al. 2020) add a
 behaviour-cloning term to the policy's loss with a weight that decays to
 zero: the generator starts out pulled towards the expert's actions on the
-expert's states and ends trained by the adversarial reward alone.
+expert's states and ends trained by the adversarial reward alone. A non-zero
+final weight keeps a small pull for the rest of the run, as GAIL+BC's
+constant weight does.
 
 Only the policy's mean is cloned; its standard deviation is held, as MPO's
 decoupled mean term holds it (Abdolmaleki et al. 2018b). The cartpole expert
@@ -21,13 +23,15 @@ from agents.mpo import networks
 
 
 def weight(ail_cfg: AILConfig, generator_steps: jax.Array) -> jax.Array:
-  """λ(t) = bc_weight · max(0, 1 − t / bc_decay_steps), t the global
-  generator step count before this step (as sgd_step's learning rates use
-  it): a function of that count alone, so rounds, stops and resumes see the
-  weights of one uninterrupted run. -> float32 []."""
+  """λ(t) = λ_T + (bc_weight − λ_T) · max(0, 1 − t / bc_decay_steps), with
+  λ_T = bc_final_weight and t the global generator step count before this
+  step (as sgd_step's learning rates use it): a function of that count
+  alone, so rounds, stops and resumes see the weights of one uninterrupted
+  run. -> float32 []."""
   t = jnp.asarray(generator_steps, jnp.float32)
   left = jnp.clip(1.0 - t / ail_cfg.bc_decay_steps, 0.0, 1.0)
-  return jnp.float32(ail_cfg.bc_weight) * left
+  final = jnp.float32(ail_cfg.bc_final_weight)
+  return final + (jnp.float32(ail_cfg.bc_weight) - final) * left
 
 
 def mean_loss(dist: networks.GaussianParams,

@@ -64,11 +64,12 @@ class AILConfig:
   # Discriminator steps over which its learning-rate schedule runs.
   schedule_horizon: int = 1_000_000
   # Behaviour cloning of the policy mean on expert batches, added to the
-  # generator's policy loss with weight bc_weight · max(0, 1 − t /
-  # bc_decay_steps), t the global generator step count (agents/ail/bc.py;
-  # DAPG, Rajeswaran et al. 2018). 0: off.
+  # generator's policy loss with a weight falling linearly from bc_weight to
+  # bc_final_weight over bc_decay_steps global generator steps, then held
+  # (agents/ail/bc.py; DAPG, Rajeswaran et al. 2018). bc_weight 0: off.
   bc_weight: float = 0.0
   bc_decay_steps: int = 10_000
+  bc_final_weight: float = 0.0
 
   def __post_init__(self):
     o = 'AILConfig'
@@ -95,6 +96,12 @@ class AILConfig:
     _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
     _non_negative(o, 'bc_weight', self.bc_weight)
     _int_at_least(o, 'bc_decay_steps', self.bc_decay_steps, 1)
+    _non_negative(o, 'bc_final_weight', self.bc_final_weight)
+    # A floor above the start would make the "decay" a rise, and a floor
+    # with bc_weight 0 would be ignored, since 0 switches BC off.
+    if self.bc_final_weight > self.bc_weight:
+      _fail(o, 'bc_final_weight', f'a number <= bc_weight={self.bc_weight}',
+            self.bc_final_weight)
     # A call never straddles two phases, so a checkpoint (taken between
     # calls) always lands on a step boundary the round plan knows.
     if self.discriminator_steps_per_round % \

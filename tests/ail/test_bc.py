@@ -17,6 +17,12 @@ def test_weight_decays_linearly_to_zero_with_global_generator_steps():
   assert float(bc.weight(AILConfig(), 0)) == 0.0   # off by default
 
 
+def test_weight_decays_to_the_final_weight_and_holds_it():
+  cfg = AILConfig(bc_weight=1.0, bc_decay_steps=100, bc_final_weight=0.2)
+  got = [float(bc.weight(cfg, t)) for t in (0, 50, 100, 101, 10_000)]
+  assert got == pytest.approx([1.0, 0.6, 0.2, 0.2, 0.2])
+
+
 def test_mean_loss_against_a_hand_computed_case():
   dist = GaussianParams(mean=jnp.array([[0.0, 1.0], [0.5, -0.5]]),
                         stddev=jnp.array([[0.5, 1.0], [2.0, 0.25]]))
@@ -39,7 +45,17 @@ def test_mean_loss_reaches_the_mean_only():
     ('bc_weight', -0.1, 'a finite number >= 0'),
     ('bc_weight', float('nan'), 'a finite number >= 0'),
     ('bc_decay_steps', 0, 'an integer >= 1'),
+    ('bc_final_weight', -0.1, 'a finite number >= 0'),
+    ('bc_final_weight', float('inf'), 'a finite number >= 0'),
 ])
 def test_bad_bc_values_are_refused_by_name(field, value, expected):
   with pytest.raises(ValueError, match=f'AILConfig.{field}.*{expected}'):
     AILConfig(**{field: value})
+
+
+def test_a_final_weight_above_the_start_is_refused():
+  # Includes bc_weight 0, which switches BC off and would ignore the floor.
+  for start in (0.0, 0.5):
+    with pytest.raises(ValueError,
+                       match=rf'AILConfig.bc_final_weight.*<= bc_weight'):
+      AILConfig(bc_weight=start, bc_final_weight=0.6)

@@ -124,7 +124,8 @@ class _Driver:
     return state
 
 
-@pytest.mark.parametrize('bc', [{}, dict(bc_weight=0.5, bc_decay_steps=16)],
+@pytest.mark.parametrize('bc', [{}, dict(bc_weight=0.5, bc_decay_steps=16,
+                                              bc_final_weight=0.1)],
                          ids=['no_bc', 'bc'])
 def test_schedules_over_rounds_equal_one_run_and_survive_restore(tmp_path,
                                                                  bc):
