@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -219,10 +220,30 @@ def _demos_record(path: str, demos) -> dict:
           'episodes': int(demos.num_episodes)}
 
 
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_version(root: str = _CODE_ROOT) -> Optional[dict]:
+  """The git commit the code under `root` was checked out at, and whether
+  tracked files differed from it; None outside a git checkout (a Docker
+  image built without .git) or without git. A figure in BENCHMARKS.md can
+  then be traced to the code that produced it."""
+  def git(*args):
+    return subprocess.run(['git', '-C', root, *args], capture_output=True,
+                          text=True, timeout=10, check=True).stdout.strip()
+  try:
+    commit = git('rev-parse', 'HEAD')
+    dirty = bool(git('status', '--porcelain', '--untracked-files=no'))
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return {'commit': commit, 'dirty': dirty}
+
+
 def record_config_history(rd, cfg, resume: bool) -> int:
   """Appends one line per launch to config_history.jsonl: when, whether it
-  was a resume, and the fields that differ from the previous config.
-  Returns this launch's segment number (1 for the first launch)."""
+  was a resume, the fields that differ from the previous config, and the
+  code's commit (`code_version`). Returns this launch's segment number (1
+  for the first launch)."""
   changed = {}
   if resume and os.path.isfile(rd.config):
     with open(rd.config) as f:
@@ -236,7 +257,8 @@ def record_config_history(rd, cfg, resume: bool) -> int:
       segment += sum(1 for line in f if line.strip())
   with open(path, 'a') as f:
     f.write(json.dumps({'time': time.time(), 'resume': resume,
-                        'segment': segment, 'changed': changed},
+                        'segment': segment, 'changed': changed,
+                        'code': code_version()},
                        default=list) + '\n')
   return segment
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -141,6 +142,37 @@ def test_config_history_records_what_a_resume_changed(tmp_path):
   assert lines[1]['changed'] == {
       'env_step_budget': {'from': 3000, 'to': 9000},
       'num_actors': {'from': 1, 'to': 3}}
+
+
+def test_config_history_records_the_code_commit(tmp_path):
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  cli.record_config_history(rd, named.tiny(), resume=False)
+  line = json.loads(open(os.path.join(rd.root, 'config_history.jsonl')).read())
+  # The tests run from a git checkout (CI clones one).
+  head = subprocess.run(['git', '-C', os.path.dirname(cli.__file__),
+                         'rev-parse', 'HEAD'], capture_output=True,
+                        text=True, check=True).stdout.strip()
+  assert line['code']['commit'] == head
+  assert isinstance(line['code']['dirty'], bool)
+
+
+def test_code_version_outside_a_git_checkout_is_none(tmp_path):
+  assert cli.code_version(str(tmp_path)) is None
+
+
+def test_code_version_sees_a_changed_tracked_file(tmp_path):
+  def git(*args):
+    subprocess.run(['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c',
+                    'user.email=t@t', *args], check=True, capture_output=True)
+  git('init', '-q')
+  (tmp_path / 'a.py').write_text('x = 1\n')
+  git('add', 'a.py')
+  git('commit', '-qm', 'a')
+  clean = cli.code_version(str(tmp_path))
+  assert len(clean['commit']) == 40 and clean['dirty'] is False
+  (tmp_path / 'a.py').write_text('x = 2\n')
+  assert cli.code_version(str(tmp_path)) == {'commit': clean['commit'],
+                                              'dirty': True}
 
 
 @pytest.mark.parametrize('override, field', [
