@@ -274,6 +274,15 @@ class MPOConfig:
   # Learner steps over which schedules run from start to end value.
   schedule_horizon: int = 1_000_000
 
+  @property
+  def policy_head(self) -> dict:
+    """The policy head's keyword arguments, as networks.apply_policy and
+    numpy_policy.apply_policy take them: learner and actors read them here,
+    so the two cannot disagree on the head they apply."""
+    return dict(init_scale=self.policy_init_scale,
+                min_scale=self.policy_min_scale,
+                tanh_mean=self.policy_mean == 'tanh')
+
   def __post_init__(self):
     o = 'MPOConfig'
     for f in ('policy_layers', 'critic_layers'):

@@ -121,9 +121,7 @@ class EStepInputs(NamedTuple):
 
 def apply_policy(cfg: MPOConfig, params, obs) -> networks.GaussianParams:
   """The policy `cfg` describes at obs [..., O]: fields [..., D]."""
-  return networks.apply_policy(params, obs, init_scale=cfg.policy_init_scale,
-                               min_scale=cfg.policy_min_scale,
-                               tanh_mean=cfg.policy_mean == 'tanh')
+  return networks.apply_policy(params, obs, **cfg.policy_head)
 
 
 def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
