@@ -229,8 +229,11 @@ def code_version(root: str = _CODE_ROOT) -> Optional[dict]:
   image built without .git) or without git. A figure in BENCHMARKS.md can
   then be traced to the code that produced it."""
   def git(*args):
-    return subprocess.run(['git', '-C', root, *args], capture_output=True,
-                          text=True, timeout=10, check=True).stdout.strip()
+    # --no-optional-locks: status must not take the index lock from under
+    # a git command the user runs at the same moment.
+    return subprocess.run(['git', '--no-optional-locks', '-C', root, *args],
+                          capture_output=True, text=True, errors='replace',
+                          timeout=10, check=True).stdout.strip()
   try:
     commit = git('rev-parse', 'HEAD')
     dirty = bool(git('status', '--porcelain', '--untracked-files=no'))

@@ -4,8 +4,7 @@ DAPG (Rajeswaran et al. 2018) and GAIL+BC (Jena et al. 2020) add a
 behaviour-cloning term to the policy's loss with a weight that decays to
 zero: the generator starts out pulled towards the expert's actions on the
 expert's states and ends trained by the adversarial reward alone. A non-zero
-final weight keeps a small pull for the rest of the run, as GAIL+BC's
-constant weight does.
+final weight keeps a small pull for the rest of the run.
 
 Only the policy's mean is cloned; its standard deviation is held, as MPO's
 decoupled mean term holds it (Abdolmaleki et al. 2018b). The cartpole expert

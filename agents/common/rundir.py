@@ -16,7 +16,8 @@ runs/<name>/
   errors/env_faults/        <node>-<k>.txt: the k-th environment exception a
                             node survived (agents/common/env_faults.py)
   nodes/segment-<k>/        each node's stdout/stderr, per launch
-  config_history.jsonl      one line per launch: resume or not, what changed
+  config_history.jsonl      one line per launch: resume or not, what changed,
+                            the code's git commit (launch/cli.py)
   .lock                     held by the launcher while the program runs
   .nodes.lock               held (shared) by every node process while it runs
 """

@@ -40,7 +40,7 @@ class Actor(acme.core.Actor):
                                       acme.core.VariableSource] = None,
                update_period: int = 100, deterministic: bool = False,
                adder: Any = None):
-    self._scales = cfg.policy_head
+    self._scales = cfg.policy_head_kwargs
     self._params = numpy_policy.from_params(params)
     d = self._params.heads_b.shape[0] // 2
     self._low, self._high = -np.ones(d, np.float32), np.ones(d, np.float32)

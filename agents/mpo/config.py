@@ -275,7 +275,7 @@ class MPOConfig:
   schedule_horizon: int = 1_000_000
 
   @property
-  def policy_head(self) -> dict:
+  def policy_head_kwargs(self) -> dict:
     """The policy head's keyword arguments, as networks.apply_policy and
     numpy_policy.apply_policy take them: learner and actors read them here,
     so the two cannot disagree on the head they apply."""

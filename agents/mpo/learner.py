@@ -121,7 +121,7 @@ class EStepInputs(NamedTuple):
 
 def apply_policy(cfg: MPOConfig, params, obs) -> networks.GaussianParams:
   """The policy `cfg` describes at obs [..., O]: fields [..., D]."""
-  return networks.apply_policy(params, obs, **cfg.policy_head)
+  return networks.apply_policy(params, obs, **cfg.policy_head_kwargs)
 
 
 def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,

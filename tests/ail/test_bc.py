@@ -59,3 +59,29 @@ def test_a_final_weight_above_the_start_is_refused():
     with pytest.raises(ValueError,
                        match=rf'AILConfig.bc_final_weight.*<= bc_weight'):
       AILConfig(bc_weight=start, bc_final_weight=0.6)
+
+
+@pytest.mark.parametrize('start, path, value', [
+    ({}, 'ail.bc_weight', '1.0'),
+    ({}, 'ail.bc_decay_steps', '5'),
+    ({'ail.bc_weight': '1.0'}, 'ail.bc_final_weight', '0.5'),
+])
+def test_resume_refuses_a_changed_bc_field(start, path, value):
+  # The weight schedule is part of what the checkpoint's run means.
+  from configs import ail as named
+  from launch import config as launch_config
+  old = launch_config.apply_overrides(named.airl_cartpole(), start)
+  new = launch_config.apply_overrides(old, {path: value})
+  assert path not in launch_config.RESUMABLE_FIELDS
+  with pytest.raises(ValueError, match=path.replace('.', '\\.')):
+    launch_config.check_resume_overrides(old, new)
+
+
+def test_a_config_file_from_before_bc_loads_with_bc_off():
+  from configs import ail as named
+  from launch import config as launch_config
+  old = named.airl_cartpole()
+  data = launch_config.to_dict(old)
+  for k in ('bc_weight', 'bc_decay_steps', 'bc_final_weight'):
+    del data['ail'][k]
+  assert launch_config.from_dict(data) == old

@@ -156,14 +156,26 @@ def test_config_history_records_the_code_commit(tmp_path):
   assert isinstance(line['code']['dirty'], bool)
 
 
-def test_code_version_outside_a_git_checkout_is_none(tmp_path):
+@pytest.fixture
+def isolated_git(monkeypatch, tmp_path):
+  # Neither a checkout around tmp_path nor the caller's git environment
+  # (GIT_DIR in a hook, say) may leak into these tests.
+  for name in [k for k in os.environ if k.startswith('GIT_')]:
+    monkeypatch.delenv(name)
+  monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))
+
+
+def test_code_version_outside_a_git_checkout_is_none(tmp_path,
+                                                     isolated_git):
   assert cli.code_version(str(tmp_path)) is None
 
 
-def test_code_version_sees_a_changed_tracked_file(tmp_path):
+def test_code_version_sees_a_changed_tracked_file(tmp_path, isolated_git):
   def git(*args):
     subprocess.run(['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c',
-                    'user.email=t@t', *args], check=True, capture_output=True)
+                    'user.email=t@t', '-c', 'commit.gpgsign=false',
+                    '-c', 'core.hooksPath=/dev/null', *args],
+                   check=True, capture_output=True)
   git('init', '-q')
   (tmp_path / 'a.py').write_text('x = 1\n')
   git('add', 'a.py')
