@@ -71,16 +71,21 @@ def airl_cartpole() -> AILTrainConfig:
   stronger action penalty"). A tanh-bounded mean on top
   (`mpo.policy_mean='tanh'`) kept |μ| < 1 but learned slower on the two
   seeds tried (final 756 and 539 against 833 and 780), so the mean stays
-  linear. Behaviour cloning of the mean (`ail.bc_weight=1`, decaying to 0
-  over 15k generator steps) brought seed 1 to 90% at 110k (final 853) but
-  left seed 0 at 751 and seed 2 fell from 775 to 170 after the weight had
-  reached 0: still one seed of three, a lower median final (751 against
-  780), so `bc_weight` stays 0 (BENCHMARKS.md)."""
+  linear.
+
+  Behaviour cloning of the mean on expert batches (agents/ail/bc.py), its
+  weight falling from 1 to 0.1 over 15k generator steps (about 90k env
+  steps) and held there: seeds 2 and 0 reached 90% at 70k and 110k env
+  steps (finals 708 and SEED0FINAL), seed 1 SEED1TEXT (BENCHMARKS.md, "AIRL with a
+  behaviour-cloning floor"). Decaying to 0 instead brought only seed 1 to
+  90% (110k, final 853); seed 2 then fell from 775 to 170 after the weight
+  had reached 0, and seed 0 ended at 751."""
   return _cartpole('airl_cartpole', AILConfig(
       kind='airl', reward='f', input='state_next_state',
       discriminator_steps_per_round=1, generator_steps_per_round=8,
       gradient_penalty=10.0,
-      discriminator_optimizer=discriminator_optimizer(learning_rate=3e-4)),
+      discriminator_optimizer=discriminator_optimizer(learning_rate=3e-4),
+      bc_weight=1.0, bc_decay_steps=15_000, bc_final_weight=0.1),
       epsilon_penalty=AIRL_EPSILON_PENALTY)
 
 

@@ -70,7 +70,7 @@ def test_resume_refuses_a_changed_bc_field(start, path, value):
   # The weight schedule is part of what the checkpoint's run means.
   from configs import ail as named
   from launch import config as launch_config
-  old = launch_config.apply_overrides(named.airl_cartpole(), start)
+  old = launch_config.apply_overrides(named.gail_cartpole(), start)
   new = launch_config.apply_overrides(old, {path: value})
   assert path not in launch_config.RESUMABLE_FIELDS
   with pytest.raises(ValueError, match=path.replace('.', '\\.')):
@@ -80,7 +80,7 @@ def test_resume_refuses_a_changed_bc_field(start, path, value):
 def test_a_config_file_from_before_bc_loads_with_bc_off():
   from configs import ail as named
   from launch import config as launch_config
-  old = named.airl_cartpole()
+  old = named.gail_cartpole()
   data = launch_config.to_dict(old)
   for k in ('bc_weight', 'bc_decay_steps', 'bc_final_weight'):
     del data['ail'][k]
