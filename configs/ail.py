@@ -75,11 +75,12 @@ def airl_cartpole() -> AILTrainConfig:
 
   Behaviour cloning of the mean on expert batches (agents/ail/bc.py), its
   weight falling from 1 to 0.1 over 15k generator steps (about 90k env
-  steps) and held there: seeds 2 and 0 reached 90% at 70k and 110k env
-  steps (finals 708 and SEED0FINAL), seed 1 SEED1TEXT (BENCHMARKS.md, "AIRL with a
-  behaviour-cloning floor"). Decaying to 0 instead brought only seed 1 to
-  90% (110k, final 853); seed 2 then fell from 775 to 170 after the weight
-  had reached 0, and seed 0 ended at 751."""
+  steps) and held there: seeds 2, 1 and 0 reached 90% at 70k, 90k and
+  110k env steps (finals 708, 858 and 821; median 90k to 90%, BENCHMARKS.md,
+  "a floor under the BC weight"). One floor value, 0.1, was tried.
+  Decaying to 0 instead brought only seed 1 to 90% (110k, final 853); seed
+  2 then fell from 775 to 170 after the weight had reached 0, and seed 0
+  ended at 751."""
   return _cartpole('airl_cartpole', AILConfig(
       kind='airl', reward='f', input='state_next_state',
       discriminator_steps_per_round=1, generator_steps_per_round=8,
