@@ -4,14 +4,23 @@ import json
 
 import pytest
 
+from agents.common import environments
 from agents.mpo.config import ConfigError
 from configs import mpo as named
 from launch import config as config_lib
 
 
+def test_every_named_config_builds_and_names_a_known_task():
+  for name in named.CONFIGS:
+    cfg = getattr(named, name)()
+    assert isinstance(cfg, config_lib.TrainConfig), name
+    assert cfg.env in environments.dm_control_task_names(), name
+  assert named.walker_stand().env == 'walker:stand'
+
+
 def test_json_round_trip_is_exact():
-  for make in (named.cartpole, named.make_run, named.tiny, named.walker):
-    cfg = config_lib.apply_overrides(make(), {
+  for name in named.CONFIGS:
+    cfg = config_lib.apply_overrides(getattr(named, name)(), {
         'mpo.duals.num_steps': '5', 'mpo.policy_layers': '64,64',
         'mpo.duals.alpha_optimizer.name': 'rmsprop'})
     again = config_lib.from_dict(json.loads(json.dumps(
