@@ -22,13 +22,16 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Three more
-strategies keep the reference's duals and change one other field, for
-choosing defaults (issue 10, items 2, 3 and 5); run them with --strategies:
+weights (init=tandem). Four more
+strategies keep the reference's dual optimisation and change one other
+field, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
+finding; run them with --strategies:
   adam1_next               one sample set at s' serves the bootstrap and
                            the E-step (half the critic work)
   adam1_current_and_next   the E-step at s and at s' (Acme's JAX MPO)
   adam1_acme_init          Acme JAX MPO's initialisers (mpo.init=acme)
+  adam1_cold               the temperature starts at 0.03, not 10 (where
+                           the exact solve and adam10 spend their start)
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -76,9 +79,12 @@ REFERENCE = 'adam1'
 # The dual learning rates every strategy uses (DualConfig's default, Acme's
 # dual learning rate): pinned so that only the strategy varies.
 _DUAL_LR = '0.01'
+# The initial temperature too (DualConfig's default), which only the
+# opt-in `adam1_cold` changes.
 _COMMON = {'temperature_optimizer.learning_rate': _DUAL_LR,
            'alpha_optimizer.name': 'adam',
-           'alpha_optimizer.learning_rate': _DUAL_LR}
+           'alpha_optimizer.learning_rate': _DUAL_LR,
+           'init_temperature': '10.0'}
 # strategy -> its mpo.duals fields (values as the command line writes them).
 STRATEGIES = {
     'adam1': {'num_steps': '1', 'temperature_optimizer.name': 'adam',
@@ -111,6 +117,12 @@ for _where in ('next', 'current_and_next'):
   MPO_FIELDS[f'adam1_{_where}'] = dict(_MPO_DEFAULTS, estep_states=_where)
 STRATEGIES['adam1_acme_init'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_acme_init'] = dict(_MPO_DEFAULTS, init='acme')
+# One Adam step started where the exact solve and ten Adam steps spend
+# their first 10k cartpole env steps (median temperature 0.03-0.05, against
+# ~2 for one Adam step from 10): tells whether those strategies' wider
+# spread comes from their greedy early E-steps or from holding the bound.
+STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03')
+MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000

@@ -30,7 +30,10 @@ EXPECTED = {
     'adam1_next': (1, 'adam', 'gradient', 'before_update'),
     'adam1_current_and_next': (1, 'adam', 'gradient', 'before_update'),
     'adam1_acme_init': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_cold': (1, 'adam', 'gradient', 'before_update'),
 }
+# DualConfig.init_temperature of each strategy.
+INIT_TEMPERATURE = {s: 10.0 for s in EXPECTED} | {'adam1_cold': 0.03}
 # (MPOConfig.estep_states, MPOConfig.init) of each strategy.
 OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next': ('next', 'tandem'),
@@ -63,6 +66,7 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert d.temperature_optimizer.learning_rate == 0.01
   assert d.alpha_optimizer.learning_rate == 0.01
   assert (cfg.mpo.estep_states, cfg.mpo.init) == OTHER[strategy]
+  assert d.init_temperature == INIT_TEMPERATURE[strategy]
   # Nothing outside the duals, the E-step's states and the initialisers
   # moves.
   varied = {'duals': None, 'estep_states': None, 'init': None}
