@@ -30,8 +30,9 @@ finding; run them with --strategies:
                            the E-step (half the critic work)
   adam1_current_and_next   the E-step at s and at s' (Acme's JAX MPO)
   adam1_acme_init          Acme JAX MPO's initialisers (mpo.init=acme)
-  adam1_cold               the temperature starts at 0.03, not 10 (where
-                           the exact solve and adam10 spend their start)
+  adam1_cold               η starts at 0.03, not 10 (where the exact
+                           solve and adam10 spend their start); the
+                           action penalty's temperature still starts at 10
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -79,12 +80,12 @@ REFERENCE = 'adam1'
 # The dual learning rates every strategy uses (DualConfig's default, Acme's
 # dual learning rate): pinned so that only the strategy varies.
 _DUAL_LR = '0.01'
-# The initial temperature too (DualConfig's default), which only the
-# opt-in `adam1_cold` changes.
+# The initial temperatures too (DualConfig's defaults: both start at 10),
+# which only the opt-in `adam1_cold` changes.
 _COMMON = {'temperature_optimizer.learning_rate': _DUAL_LR,
            'alpha_optimizer.name': 'adam',
            'alpha_optimizer.learning_rate': _DUAL_LR,
-           'init_temperature': '10.0'}
+           'init_temperature': '10.0', 'init_penalty_temperature': '0.0'}
 # strategy -> its mpo.duals fields (values as the command line writes them).
 STRATEGIES = {
     'adam1': {'num_steps': '1', 'temperature_optimizer.name': 'adam',
@@ -121,7 +122,9 @@ MPO_FIELDS['adam1_acme_init'] = dict(_MPO_DEFAULTS, init='acme')
 # their first 10k cartpole env steps (median temperature 0.03-0.05, against
 # ~2 for one Adam step from 10): tells whether those strategies' wider
 # spread comes from their greedy early E-steps or from holding the bound.
-STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03')
+# Only η moves: the action penalty's temperature keeps adam1's start.
+STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03',
+                                init_penalty_temperature='10.0')
 MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'

@@ -153,6 +153,10 @@ class DualConfig:
   exact_tolerance: float = 1e-6
   exact_max_iterations: int = 100
   init_temperature: float = 10.0
+  # η_penalty's start; 0 means init_temperature's value (Acme starts both
+  # temperatures from one value). Separate so that a study can move η's
+  # start alone (bench/dual_study.py's adam1_cold).
+  init_penalty_temperature: float = 0.0
   init_alpha_mean: float = 10.0
   init_alpha_stddev: float = 1000.0
   floor: float = 1e-8
@@ -175,6 +179,16 @@ class DualConfig:
       if getattr(self, f) <= self.floor:
         _fail(o, f, f'a value above DualConfig.floor={self.floor}',
               getattr(self, f))
+    v = self.init_penalty_temperature
+    if not (isinstance(v, (int, float)) and math.isfinite(v) and
+            (v == 0 or v > self.floor)):
+      _fail(o, 'init_penalty_temperature', '0 (the same as '
+            f'init_temperature) or a finite value above DualConfig.floor='
+            f'{self.floor}', v)
+
+  @property
+  def penalty_temperature_start(self) -> float:
+    return self.init_penalty_temperature or self.init_temperature
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,7 +68,8 @@ def init(cfg: DualConfig, num_alphas: int) -> DualState:
   f = cfg.floor
   params = DualParams(
       temperature=inverse_positive(jnp.float32(cfg.init_temperature), f),
-      penalty_temperature=inverse_positive(jnp.float32(cfg.init_temperature), f),
+      penalty_temperature=inverse_positive(
+          jnp.float32(cfg.penalty_temperature_start), f),
       alpha_mean=jnp.full((num_alphas,), inverse_positive(
           jnp.float32(cfg.init_alpha_mean), f), jnp.float32),
       alpha_stddev=jnp.full((num_alphas,), inverse_positive(

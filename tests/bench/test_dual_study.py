@@ -2,6 +2,7 @@
 summary's figures, on run directories written by hand (no training)."""
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -32,8 +33,9 @@ EXPECTED = {
     'adam1_acme_init': (1, 'adam', 'gradient', 'before_update'),
     'adam1_cold': (1, 'adam', 'gradient', 'before_update'),
 }
-# DualConfig.init_temperature of each strategy.
-INIT_TEMPERATURE = {s: 10.0 for s in EXPECTED} | {'adam1_cold': 0.03}
+# (η, η_penalty) starts of each strategy.
+INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
+    'adam1_cold': (0.03, 10.0)}
 # (MPOConfig.estep_states, MPOConfig.init) of each strategy.
 OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next': ('next', 'tandem'),
@@ -66,7 +68,8 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert d.temperature_optimizer.learning_rate == 0.01
   assert d.alpha_optimizer.learning_rate == 0.01
   assert (cfg.mpo.estep_states, cfg.mpo.init) == OTHER[strategy]
-  assert d.init_temperature == INIT_TEMPERATURE[strategy]
+  assert (d.init_temperature, d.penalty_temperature_start) == (
+      INIT_TEMPERATURES[strategy])
   # Nothing outside the duals, the E-step's states and the initialisers
   # moves.
   varied = {'duals': None, 'estep_states': None, 'init': None}
@@ -76,6 +79,17 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
                                          ds.strategy_overrides('adam1'))
   assert (config_lib.to_dict(cfg)['mpo'] !=
           config_lib.to_dict(reference)['mpo']) == (strategy != 'adam1')
+
+
+def test_adam1_cold_differs_from_adam1_only_in_the_temperature_start():
+  base = cli.load_named_config(MAKE_RUN)
+  cold = ds.expected_config(base, 'adam1_cold', 0)
+  ref = ds.expected_config(base, 'adam1', 0)
+  assert cold.mpo.duals.init_temperature == 0.03
+  assert cold.mpo == dataclasses.replace(
+      ref.mpo, duals=dataclasses.replace(
+          ref.mpo.duals, init_temperature=0.03,
+          init_penalty_temperature=10.0))
 
 
 def test_reference_duals_are_todays_default_duals():

@@ -45,6 +45,12 @@ BAD = [
     ('duals.exact_tolerance', 0.0, 'DualConfig.exact_tolerance'),
     ('duals.exact_max_iterations', 0, 'DualConfig.exact_max_iterations'),
     ('duals.init_temperature', -1.0, 'DualConfig.init_temperature'),
+    ('duals.init_penalty_temperature', -1.0,
+     'DualConfig.init_penalty_temperature'),
+    ('duals.init_penalty_temperature', 1e-9,
+     'DualConfig.init_penalty_temperature'),
+    ('duals.init_penalty_temperature', float('nan'),
+     'DualConfig.init_penalty_temperature'),
     ('duals.floor', 0.0, 'DualConfig.floor'),
 ]
 

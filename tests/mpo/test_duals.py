@@ -23,6 +23,19 @@ def test_positive_parameterisation_round_trips_and_has_floor():
   assert duals.positive(jnp.float32(-1e4), 1e-8) >= np.float32(1e-8)
 
 
+@pytest.mark.parametrize('penalty_start, want', [(0.0, 3.0), (7.0, 7.0)])
+def test_init_starts_the_penalty_temperature_where_configured(penalty_start,
+                                                              want):
+  # 0 keeps Acme's one start for both temperatures.
+  cfg = config.DualConfig(init_temperature=3.0,
+                          init_penalty_temperature=penalty_start)
+  p = duals.init(cfg, 2).params
+  assert float(duals.positive(p.temperature, cfg.floor)) == pytest.approx(
+      3.0, rel=1e-5)
+  assert float(duals.positive(p.penalty_temperature, cfg.floor)) == (
+      pytest.approx(want, rel=1e-5))
+
+
 @pytest.mark.parametrize('seed, eps', [(0, 0.1), (1, 0.5), (2, 0.01)])
 def test_exact_solver_reaches_dual_minimum_and_kl_equals_epsilon(seed, eps):
   q = _q(seed=seed)
