@@ -138,18 +138,22 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
   _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
+  from agents.common import supervision
+  # Both, not the first alone: an exiting process's command line and
+  # environment read empty once its memory is released, a moment before
+  # its open files (the run's node lock among them) are closed.
   deadline = time.time() + 90
-  while processes_mentioning(run_dir) and time.time() < deadline:
+  while ((processes_mentioning(run_dir) or supervision.nodes_running(run_dir))
+         and time.time() < deadline):
     time.sleep(0.5)
   assert processes_mentioning(run_dir) == []
+  assert not supervision.nodes_running(run_dir)
   # Periodic checkpoints were off: this one is the learner's stop path.
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
                                              'learner'))
   assert latest is not None
   saved = checkpointing.read_metadata(latest)['counts']['learner_steps']
   assert saved > 50
-  from agents.common import supervision
-  assert not supervision.nodes_running(run_dir)
 
 
 def test_learner_whose_updates_are_all_skipped_stops_the_program(runs_root):
