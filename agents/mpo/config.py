@@ -179,12 +179,13 @@ class DualConfig:
       if getattr(self, f) <= self.floor:
         _fail(o, f, f'a value above DualConfig.floor={self.floor}',
               getattr(self, f))
-    v = self.init_penalty_temperature
-    if not (isinstance(v, (int, float)) and math.isfinite(v) and
-            (v == 0 or v > self.floor)):
-      _fail(o, 'init_penalty_temperature', '0 (the same as '
-            f'init_temperature) or a finite value above DualConfig.floor='
-            f'{self.floor}', v)
+    # 0 stands for init_temperature's start; any other start must clear the
+    # floor as init_temperature's does.
+    _non_negative(o, 'init_penalty_temperature', self.init_penalty_temperature)
+    if 0 < self.init_penalty_temperature <= self.floor:
+      _fail(o, 'init_penalty_temperature', '0 (init_temperature\'s start) or '
+            f'a value above DualConfig.floor={self.floor}',
+            self.init_penalty_temperature)
 
   @property
   def penalty_temperature_start(self) -> float:

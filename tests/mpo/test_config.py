@@ -51,6 +51,8 @@ BAD = [
      'DualConfig.init_penalty_temperature'),
     ('duals.init_penalty_temperature', float('nan'),
      'DualConfig.init_penalty_temperature'),
+    ('duals.init_penalty_temperature', True,
+     'DualConfig.init_penalty_temperature'),
     ('duals.floor', 0.0, 'DualConfig.floor'),
 ]
 
