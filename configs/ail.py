@@ -67,8 +67,8 @@ def airl_cartpole() -> AILTrainConfig:
   log π gap near 1 nat, f took a shape, and it reached 90% of the expert
   at 110k env steps (final 833); seed 2 ended at 780 after its mean had
   drifted to 1.7, seed 1 at 219 with a shaped f. With the penalty alone
-  one seed of three reached 90% within 150k (BENCHMARKS.md, "AIRL: why it did not learn, and the
-  stronger action penalty"). A tanh-bounded mean on top
+  one seed of three reached 90% within 150k (BENCHMARKS.md, "AIRL: why it
+  did not learn, and the stronger action penalty"). A tanh-bounded mean on top
   (`mpo.policy_mean='tanh'`) kept |μ| < 1 but learned slower on the two
   seeds tried (final 756 and 539 against 833 and 780), so the mean stays
   linear.
