@@ -5,10 +5,10 @@ learns, with a paired comparison against the reference (`adam1`).
     python bench/dual_study.py run [--config configs/mpo.py:make_run]
         [--task_label cartpole:swingup] [--strategies adam1,adam10,...]
         [--seeds 0,1,2,3,4] [--budget 100000] [--runs_root DIR] [--png PNG]
-        [--dry_run]
+        [--records_dir DIR] [--dry_run]
     python bench/dual_study.py summary [--config ...] [--task_label ...]
         [--strategies ...] [--seeds ...] [--budget N] [--runs_root DIR]
-        [--png PNG]
+        [--png PNG] [--records_dir DIR]
 
 Strategies (each pins every field that tells them apart, so a later change
 of the named config's dual defaults cannot change what a strategy means):
@@ -39,10 +39,19 @@ finding; run them with --strategies:
 <strategy>_s<seed> --seed=<seed> --env_step_budget=BUDGET <overrides>`
 from the repo root, its output streamed to the terminal and appended to
 RUNS_ROOT/<strategy>_s<seed>.log. It is resumable: a cell whose run
-directory holds final.json is skipped, one that holds config.json but no
+directory holds final.json, or that is recorded (below), is skipped; one
+whose run directory holds config.json but no
 final.json (interrupted) is continued with `train --resume`, and one whose
 recorded config is not the strategy's is refused, never continued. After
 each cell it writes the summary so far. --dry_run prints what it would run.
+
+Every finished cell is also recorded in RECORDS_DIR (default
+bench/results/dual_study_<config name>/<strategy>_s<seed>.json, in the
+repo): its config.json, final.json, evaluation curve and learner figures,
+small and deterministic. runs/ is not kept from one machine to the next;
+the records are committed, so a study continues on a fresh clone: `run`
+skips a recorded cell and `summary` counts it where no finished run
+directory exists (status "counted, record" in the cell table).
 
 `summary` reads every RUNS_ROOT/<strategy>_s<seed> and writes
 RUNS_ROOT/dual_study.md (tables), RUNS_ROOT/dual_study.csv (one row per
@@ -225,14 +234,38 @@ def train_command(config_spec: str, runs_root: str, strategy: str,
           f'--env_step_budget={budget}'] + override_args(strategy)
 
 
+def record_plan(path: str, base, strategy: str, seed: int, budget: int):
+  """cell_plan's answer for a cell whose run directory has not finished but
+  whose record exists: it finished elsewhere, so it is skipped, never rerun
+  over; an unreadable record is refused (restore it or delete it)."""
+  try:
+    final, recorded, _, _ = read_record(path, strategy, seed)
+  except RecordError as e:
+    return 'refuse', None, (f'{e}; restore it (git checkout) or delete it '
+                            'to redo the cell')
+  note = f'finished (recorded in {path})'
+  if final.get('budget') != budget:
+    note += f'; budget {final.get("budget")}, not {budget}'
+  wrong = config_mismatches(recorded, expected_config(base, strategy, seed))
+  if wrong:
+    note += '; NOT this strategy\'s config (' + '; '.join(wrong) + ')'
+  return 'skip', None, note
+
+
 def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
-              seed: int, budget: int):
-  """(action, command, note) for one cell. action: 'skip' (finished),
-  'resume' (interrupted), 'start' (new) or 'refuse' (its run directory holds
-  another config); command is None unless the cell is to be run."""
+              seed: int, budget: int, records_dir=None):
+  """(action, command, note) for one cell. action: 'skip' (finished, in
+  its run directory or in its record under records_dir), 'resume'
+  (interrupted), 'start' (new) or 'refuse' (its run directory holds
+  another config, or its record is unreadable); command is None unless the
+  cell is to be run."""
   run_dir = os.path.join(runs_root, cell_name(strategy, seed))
   recorded = _read_json(os.path.join(run_dir, 'config.json'))
   finished = os.path.isfile(os.path.join(run_dir, 'final.json'))
+  record = (record_path(records_dir, strategy, seed) if records_dir
+            else None)
+  if not finished and record is not None and os.path.exists(record):
+    return record_plan(record, base, strategy, seed, budget)
   if recorded is None and not finished:
     return 'start', train_command(config_spec, runs_root, strategy, seed,
                                   budget), 'new'
@@ -350,16 +383,15 @@ def steps_to(curve: list, threshold):
   return next((s for s, r in curve if r >= threshold), None)
 
 
-def read_cell(run_dir: str, strategy: str, seed: int, expected,
-              budget) -> dict:
-  """One cell's figures (thresholds are filled in later, once the best
-  strategy is known) and whether the study counts it."""
-  final = _read_json(os.path.join(run_dir, 'final.json'))
-  recorded = _read_json(os.path.join(run_dir, 'config.json'))
-  curve = read_eval_curve(run_dir)
+def cell_figures(strategy: str, seed: int, source: str, final, recorded,
+                 curve: list, learner: dict, expected, budget) -> dict:
+  """One cell's figures from its parts (final.json and config.json as
+  dicts, None where absent; the evaluation curve; read_learner's dict),
+  wherever they were read from: a run directory or a committed record.
+  Thresholds are filled in later, once the best strategy is known."""
   problems = (['no readable config.json'] if recorded is None else
               config_mismatches(recorded, expected))
-  cell = {'strategy': strategy, 'seed': seed, 'run_dir': run_dir,
+  cell = {'strategy': strategy, 'seed': seed, 'source': source,
           'finished': final is not None, 'curve': curve,
           'env_steps': curve[-1][0] if curve else 0,
           'budget': None, 'final_return': None, 'auc': None,
@@ -373,12 +405,141 @@ def read_cell(run_dir: str, strategy: str, seed: int, expected,
     if budget is not None and cell['budget'] != budget:
       problems.append(f'budget {cell["budget"]}, the study\'s is {budget}')
     cell['auc'] = area_under_curve(curve, cell['budget'] or budget)
-  cell.update(read_learner(run_dir))
+  cell.update(learner)
   cell['problems'] = problems
   cell['counted'] = cell['finished'] and not problems
   cell['status'] = ('counted' if cell['counted'] else
                     'config mismatch' if problems else 'unfinished')
   return cell
+
+
+def read_cell(run_dir: str, strategy: str, seed: int, expected,
+              budget) -> dict:
+  """One cell's figures, from its run directory."""
+  return cell_figures(strategy, seed, run_dir, *run_parts(run_dir),
+                      expected, budget)
+
+
+def run_parts(run_dir: str) -> tuple:
+  """(final.json, config.json, evaluation curve, learner figures) of a run
+  directory; the JSON files as dicts, None where absent or unreadable."""
+  return (_read_json(os.path.join(run_dir, 'final.json')),
+          _read_json(os.path.join(run_dir, 'config.json')),
+          read_eval_curve(run_dir), read_learner(run_dir))
+
+
+# ------------------------------------------------------ committed records
+#
+# A run directory lives under runs/, which git ignores: it is gone on the
+# next machine, and with it hours of finished cells. So every finished cell
+# whose config is its strategy's is also written, small and deterministic,
+# to a records directory inside the repo (default bench/results/
+# dual_study_<config name>/<cell>.json), which is committed; `run` skips a
+# recorded cell and `summary` counts it where no finished run directory
+# exists. A record holds the parts the figures are computed from, never the
+# figures alone, so a change of the summary's statistics recomputes them.
+
+RECORD_FORMAT = 'tandem.dual_study.cell/1'
+
+
+class RecordError(ValueError):
+  """A record file that cannot be read as a cell of this study."""
+
+
+def default_records_dir(config_name: str) -> str:
+  return os.path.join(REPO_ROOT, 'bench', 'results',
+                      f'dual_study_{config_name}')
+
+
+def record_path(records_dir: str, strategy: str, seed: int) -> str:
+  return os.path.join(records_dir, cell_name(strategy, seed) + '.json')
+
+
+def make_record(strategy: str, seed: int, final: dict, recorded: dict,
+                curve: list, learner: dict) -> dict:
+  """A finished cell's record (JSON-ready)."""
+  return {'format': RECORD_FORMAT, 'strategy': strategy, 'seed': seed,
+          'final': final, 'config': recorded,
+          'curve': [list(p) for p in curve],
+          'learner': dict(learner,
+                          temperature=[list(p) for p in
+                                       learner['temperature']])}
+
+
+def write_record(path: str, record: dict) -> None:
+  """Written whole or not at all (a crash mid-write leaves the old file)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'w') as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write('\n')
+  os.replace(tmp, path)
+
+
+def store_record(path: str, record: dict) -> bool:
+  """Writes the record unless the file already holds another run of the
+  cell (two machines ran it): that one is kept, never overwritten, and a
+  warning names both. True where the file now holds this record."""
+  if os.path.exists(path):
+    try:
+      with open(path) as f:
+        if json.load(f) == json.loads(json.dumps(record)):
+          return True
+    except (OSError, ValueError):
+      pass  # unreadable: the run directory's record replaces it
+    else:
+      print(f'dual_study: {path} records another run of this cell than '
+            f'{record["config"].get("runs_root")}; kept it (delete it to '
+            'record the run directory instead)', file=sys.stderr)
+      return False
+  write_record(path, record)
+  return True
+
+
+def read_record(path: str, strategy: str, seed: int) -> tuple:
+  """(final, config, curve, learner) of a record, as run_parts gives them;
+  RecordError naming the file and what is wrong where it is not a finished
+  cell of this strategy and seed."""
+  try:
+    with open(path) as f:
+      rec = json.load(f)
+  except (OSError, ValueError) as e:
+    raise RecordError(f'{path}: not a readable JSON record ({e})') from e
+  if not isinstance(rec, dict) or rec.get('format') != RECORD_FORMAT:
+    raise RecordError(f'{path}: expected a record with format '
+                      f'{RECORD_FORMAT!r}')
+  if (rec.get('strategy'), rec.get('seed')) != (strategy, seed):
+    raise RecordError(f'{path}: records {rec.get("strategy")!r} seed '
+                      f'{rec.get("seed")!r}, expected {strategy!r} seed '
+                      f'{seed}')
+  try:
+    final, recorded = rec['final'], rec['config']
+    if not isinstance(final, dict) or not isinstance(recorded, dict):
+      raise TypeError('final and config must be objects')
+    curve = [(int(s), float(r)) for s, r in rec['curve']]
+    learner = dict(rec['learner'])
+    learner['temperature'] = [(int(s), float(t))
+                              for s, t in learner['temperature']]
+    for key in ('mean_abs_temperature_dual_residual', 'mean_kl_q_rel',
+                'final_temperature'):
+      learner[key] = _finite(learner.get(key))
+  except (KeyError, TypeError, ValueError) as e:
+    raise RecordError(f'{path}: malformed record ({e!r})') from e
+  return final, recorded, curve, learner
+
+
+def find_records(records_dir, strategies, seeds=None) -> list:
+  """[(strategy, seed, path)] for RECORDS_DIR/<strategy>_s<seed>.json."""
+  found = []
+  if records_dir and os.path.isdir(records_dir):
+    for entry in os.listdir(records_dir):
+      stem, ext = os.path.splitext(entry)
+      m = RUN_NAME.match(stem)
+      if (ext == '.json' and m and m.group(1) in strategies and
+          (seeds is None or int(m.group(2)) in seeds)):
+        found.append((m.group(1), int(m.group(2)),
+                      os.path.join(records_dir, entry)))
+  return found
 
 
 def find_cells(runs_root: str, strategies, seeds=None) -> list:
@@ -396,11 +557,10 @@ def find_cells(runs_root: str, strategies, seeds=None) -> list:
   return sorted(found, key=lambda c: (order[c[0]], c[1]))
 
 
-def study_budget(run_dirs) -> int | None:
-  """The budget most finished cells ran to (the study's when not given)."""
-  budgets = collections.Counter(
-      (_read_json(os.path.join(d, 'final.json')) or {}).get('budget')
-      for d in run_dirs)
+def study_budget(finals) -> int | None:
+  """The budget most finished cells ran to (the study's when not given);
+  finals: the cells' final.json dicts, None where unfinished."""
+  budgets = collections.Counter((f or {}).get('budget') for f in finals)
   budgets.pop(None, None)
   return budgets.most_common(1)[0][0] if budgets else None
 
@@ -544,8 +704,11 @@ def _cell_rows(cells: list) -> list:
            'final temperature | env steps | elapsed s |',
            '|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
   for c in cells:
+    # Where the figures came from: a committed record, or a run directory.
+    status = c['status'] + (', record' if c['source'].endswith('.json')
+                            else '')
     lines.append(
-        f"| {cell_name(c['strategy'], c['seed'])} | {c['status']} | "
+        f"| {cell_name(c['strategy'], c['seed'])} | {status} | "
         f"{_num(c['final_return'])} | {_num(c['auc'])} | "
         f"{_num(c['env_steps_to_50pct'], '{:.0f}')} | "
         f"{_num(c['env_steps_to_90pct'], '{:.0f}')} | "
@@ -681,19 +844,66 @@ def json_line(task: str, strategies, stats: dict, cells: list) -> dict:
   return {'dual_study': out, 'task': task, 'seeds': seeds}
 
 
+def collect(runs_root: str, records_dir, strategies, seeds=None) -> list:
+  """[(strategy, seed, source, parts)] for every cell found, in study order.
+  A finished run directory wins over the cell's record (it is the fuller);
+  a record wins over an unfinished run directory (the cell finished
+  elsewhere). parts is run_parts' tuple, or the RecordError of a record
+  that cannot be read."""
+  runs = {(s, n): d for s, n, d in find_cells(runs_root, strategies, seeds)}
+  recs = {(s, n): p for s, n, p in find_records(records_dir, strategies,
+                                                seeds)}
+  order = {s: i for i, s in enumerate(strategies)}
+  out = []
+  for key in sorted(set(runs) | set(recs), key=lambda k: (order[k[0]], k[1])):
+    run_dir, path = runs.get(key), recs.get(key)
+    if run_dir is not None:
+      parts = run_parts(run_dir)
+      if parts[0] is not None or path is None:
+        out.append(key + (run_dir, parts))
+        continue
+    try:
+      parts = read_record(path, *key)
+    except RecordError as e:
+      parts = e
+    out.append(key + (path, parts))
+  return out
+
+
+_NO_LEARNER = {'mean_abs_temperature_dual_residual': None,
+               'mean_kl_q_rel': None, 'final_temperature': None,
+               'temperature': []}
+
+
 def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
-              budget=None, task=None, png=None, quiet=False) -> dict:
-  """Reads the cells, writes dual_study.md, dual_study.csv and the PNG,
-  prints the Markdown and the JSON line (unless quiet); returns a dict with
-  the cells, the per-strategy stats and the JSON line."""
+              budget=None, task=None, png=None, quiet=False,
+              records_dir=None) -> dict:
+  """Reads the cells (run directories under runs_root and, where given,
+  records under records_dir), records every counted cell read from a run
+  directory into records_dir, writes dual_study.md, dual_study.csv and the
+  PNG, prints the Markdown and the JSON line (unless quiet); returns a dict
+  with the cells, the per-strategy stats and the JSON line."""
   base = load_base_config(config_spec)
   task = task or base.env
-  found = find_cells(runs_root, strategies, seeds)
+  found = collect(runs_root, records_dir, strategies, seeds)
   if budget is None:
     # Judge every cell against the budget most of them ran to.
-    budget = study_budget(d for _, _, d in found)
-  cells = [read_cell(d, s, seed, expected_config(base, s, seed), budget)
-           for s, seed, d in found]
+    budget = study_budget(None if isinstance(parts, RecordError) else
+                          parts[0] for _, _, _, parts in found)
+  cells, recorded = [], []
+  for s, seed, source, parts in found:
+    expected = expected_config(base, s, seed)
+    if isinstance(parts, RecordError):
+      cell = cell_figures(s, seed, source, None, None, [], _NO_LEARNER,
+                          expected, budget)
+      cell.update(problems=[str(parts)], status='unreadable record')
+    else:
+      cell = cell_figures(s, seed, source, *parts, expected, budget)
+      if records_dir and cell['counted'] and os.path.isdir(source):
+        path = record_path(records_dir, s, seed)
+        if store_record(path, make_record(s, seed, *parts)):
+          recorded.append(path)
+    cells.append(cell)
   by_strategy = {s: [c for c in cells if c['strategy'] == s]
                  for s in strategies}
   best, best_median = best_strategy(by_strategy)
@@ -712,6 +922,9 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
   if not quiet:
     print(text)
     print(f'wrote {runs_root}/dual_study.md, dual_study.csv, {png}')
+    if recorded:
+      print(f'recorded {len(recorded)} finished cell(s) in {records_dir} '
+            '(commit them: runs/ is not kept)')
     print(json.dumps(line), flush=True)
   return {'cells': cells, 'stats': stats, 'json': line, 'best': best,
           'best_median': best_median, 'budget': budget}
@@ -728,7 +941,8 @@ def run_cell(command, log_path: str) -> int:
 def plan(args, base) -> list:
   """[(name, action, command, note)] for every requested cell, in order."""
   return [(cell_name(s, seed),) + cell_plan(args.runs_root, args.config,
-                                            base, s, seed, args.budget)
+                                            base, s, seed, args.budget,
+                                            args.records_dir)
           for s in args.strategies for seed in args.seeds]
 
 
@@ -753,7 +967,8 @@ def run(args) -> int:
     # Planned just before it runs: an earlier cell may have taken an hour,
     # and another process may have finished this one meanwhile.
     action, command, note = cell_plan(args.runs_root, args.config, base,
-                                      strategy, seed, args.budget)
+                                      strategy, seed, args.budget,
+                                      args.records_dir)
     print(f'\n[{i}/{len(cells)}] {name}: {action} ({note})', flush=True)
     if command is None:
       if action == 'refuse':
@@ -786,7 +1001,8 @@ def run(args) -> int:
 
 def _summary(args) -> dict:
   return summarise(args.runs_root, args.config, args.strategies,
-                   args.seeds, args.budget, args.task_label, args.png)
+                   args.seeds, args.budget, args.task_label, args.png,
+                   records_dir=args.records_dir)
 
 
 # ------------------------------------------------------------------- main
@@ -837,6 +1053,9 @@ def make_parser() -> argparse.ArgumentParser:
     q.add_argument('--runs_root', help='default: runs/dual_study_<config '
                    'name> in the repo')
     q.add_argument('--png', help='default: RUNS_ROOT/dual_study.png')
+    q.add_argument('--records_dir', help='where finished cells are recorded '
+                   'for git (default: bench/results/dual_study_<config '
+                   'name> in the repo)')
   return p
 
 
@@ -847,6 +1066,8 @@ def main(argv=None) -> int:
   # The cells run from the repo root: make every path absolute now.
   args.runs_root = os.path.abspath(args.runs_root or os.path.join(
       REPO_ROOT, 'runs', f'dual_study_{name}'))
+  args.records_dir = os.path.abspath(args.records_dir or default_records_dir(
+      name))
   if args.png:
     args.png = os.path.abspath(args.png)
   if args.command == 'run':

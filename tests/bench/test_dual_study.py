@@ -246,7 +246,8 @@ def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys):
   root = tmp_path / 'study'
   rc = ds.main(['run', '--dry_run', '--config', TINY, '--runs_root',
                 str(root), '--strategies', 'adam1,exact_after', '--seeds',
-                '0,1', '--budget', '500'])
+                '0,1', '--budget', '500', '--records_dir',
+                str(tmp_path / 'records')])
   out = capsys.readouterr().out
   assert rc == 0 and not root.exists()
   assert out.count(': start (new)') == 4
@@ -301,7 +302,7 @@ def study(tmp_path, tiny):
 def _summary(root, capsys, *extra):
   rc = ds.main(['summary', '--config', TINY, '--runs_root', str(root),
                 '--strategies', 'adam1,adam10', '--task_label', 'fake:task',
-                *extra])
+                '--records_dir', str(root.parent / 'records'), *extra])
   out = capsys.readouterr().out
   return rc, out
 
@@ -439,3 +440,119 @@ def test_find_cells_reads_strategy_names_with_underscores(tmp_path):
                                         'exact_after'])
   assert [(s, seed) for s, seed, _ in found] == [
       ('adam1', 0), ('exact_before', 3), ('exact_after', 10)]
+
+
+# ------------------------------------------------------ committed records
+
+
+def test_the_default_records_dir_is_in_the_repo_per_config():
+  assert ds.default_records_dir('walker_stand') == os.path.join(
+      REPO_ROOT, 'bench', 'results', 'dual_study_walker_stand')
+
+
+def test_summary_records_counted_cells_only(study, capsys):
+  records = study.parent / 'records'
+  _summary(study, capsys)
+  # The three counted cells of each strategy; not the mismatched adam10_s3
+  # nor the unfinished adam1_s4.
+  assert sorted(p.name for p in records.iterdir()) == sorted(
+      f'{s}_s{n}.json' for s in ('adam1', 'adam10') for n in (0, 1, 2))
+  rec = json.loads((records / 'adam1_s0.json').read_text())
+  assert rec['format'] == ds.RECORD_FORMAT
+  assert (rec['strategy'], rec['seed']) == ('adam1', 0)
+  assert rec['final']['final_eval_return'] == 200.0
+  assert rec['curve'][-1] == [BUDGET + 10, 200.0]
+  # Deterministic: a second summary leaves the bytes as they were.
+  before = (records / 'adam1_s0.json').read_bytes()
+  _summary(study, capsys)
+  assert (records / 'adam1_s0.json').read_bytes() == before
+
+
+def test_records_alone_give_the_same_study(study, tmp_path, capsys):
+  """A fresh clone has the committed records and no runs/: the summary
+  from the records is the summary from the run directories."""
+  records = str(study.parent / 'records')
+  from_runs = ds.summarise(str(study), TINY, ['adam1', 'adam10'],
+                           quiet=True, records_dir=records)
+  empty = tmp_path / 'fresh_runs'
+  from_records = ds.summarise(str(empty), TINY, ['adam1', 'adam10'],
+                              quiet=True, records_dir=records)
+  assert from_records['json'] == from_runs['json']
+  # The same statistics, save the cells that never finished or were not
+  # the strategy's (in runs/ only; never recorded).
+  def counted_stats(result):
+    return {s: {k: v for k, v in st.items() if k != 'cells'}
+            for s, st in result['stats'].items()}
+  assert counted_stats(from_records) == counted_stats(from_runs)
+  assert from_runs['stats']['adam10']['cells'] == 4
+  assert from_records['stats']['adam10']['cells'] == 3
+  cells = {ds.cell_name(c['strategy'], c['seed']): c
+           for c in from_records['cells']}
+  assert len(cells) == 6 and all(c['counted'] for c in cells.values())
+  assert cells['adam1_s0']['temperature'] == [(100, 10.0), (200, 5.0),
+                                              (300, 2.0)]
+  assert cells['adam1_s0']['source'].endswith('adam1_s0.json')
+  md = (empty / 'dual_study.md').read_text()
+  assert '| adam1_s0 | counted, record |' in md
+
+
+def test_plan_skips_a_recorded_cell_and_refuses_a_corrupt_record(
+    study, tmp_path, tiny, capsys):
+  records = study.parent / 'records'
+  _summary(study, capsys)
+  fresh = str(tmp_path / 'fresh_runs')
+  action, command, note = ds.cell_plan(fresh, TINY, tiny, 'adam10', 1,
+                                       BUDGET, str(records))
+  assert action == 'skip' and command is None
+  assert note == f'finished (recorded in {records / "adam10_s1.json"})'
+  # An interrupted run directory of a recorded cell is not resumed over it.
+  _config_json(os.path.join(fresh, 'adam10_s1'), tiny, 'adam10', 1)
+  assert ds.cell_plan(fresh, TINY, tiny, 'adam10', 1, BUDGET,
+                      str(records))[0] == 'skip'
+  # Another budget: still skipped, said.
+  assert f'budget {BUDGET}, not 5' in ds.cell_plan(
+      fresh, TINY, tiny, 'adam10', 1, 5, str(records))[2]
+  # A torn record: refused, naming the file, never rerun over.
+  path = records / 'adam1_s2.json'
+  path.write_text(path.read_text()[:100])
+  action, command, note = ds.cell_plan(fresh, TINY, tiny, 'adam1', 2,
+                                       BUDGET, str(records))
+  assert action == 'refuse' and command is None
+  assert str(path) in note and 'delete it' in note
+  # ... and the summary lists it as unreadable instead of failing.
+  cells = ds.summarise(fresh, TINY, ['adam1'], quiet=True,
+                       records_dir=str(records))['cells']
+  bad = next(c for c in cells if c['seed'] == 2)
+  assert bad['status'] == 'unreadable record' and not bad['counted']
+  assert str(path) in bad['problems'][0]
+
+
+def test_a_record_of_another_cell_or_format_is_refused(tmp_path):
+  path = tmp_path / 'adam1_s0.json'
+  path.write_text(json.dumps({'format': ds.RECORD_FORMAT,
+                              'strategy': 'adam10', 'seed': 0}))
+  with pytest.raises(ds.RecordError, match="records 'adam10' seed 0"):
+    ds.read_record(str(path), 'adam1', 0)
+  path.write_text(json.dumps({'strategy': 'adam1', 'seed': 0}))
+  with pytest.raises(ds.RecordError, match='format'):
+    ds.read_record(str(path), 'adam1', 0)
+  path.write_text(json.dumps({'format': ds.RECORD_FORMAT,
+                              'strategy': 'adam1', 'seed': 0,
+                              'final': {}, 'config': {}, 'curve': [[1]],
+                              'learner': {'temperature': []}}))
+  with pytest.raises(ds.RecordError, match='malformed'):
+    ds.read_record(str(path), 'adam1', 0)
+
+
+def test_a_record_of_another_run_is_kept_not_overwritten(study, capsys):
+  records = study.parent / 'records'
+  _summary(study, capsys)
+  path = records / 'adam1_s1.json'
+  rec = json.loads(path.read_text())
+  rec['final']['final_eval_return'] = 123.0  # another machine's run
+  path.write_text(json.dumps(rec))
+  kept = path.read_bytes()
+  ds.summarise(str(study), TINY, ['adam1'], quiet=True,
+               records_dir=str(records))
+  assert path.read_bytes() == kept
+  assert 'records another run of this cell' in capsys.readouterr().err
