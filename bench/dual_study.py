@@ -243,13 +243,19 @@ def record_plan(path: str, base, strategy: str, seed: int, budget: int):
   except RecordError as e:
     return 'refuse', None, (f'{e}; restore it (git checkout) or delete it '
                             'to redo the cell')
-  note = f'finished (recorded in {path})'
-  if final.get('budget') != budget:
-    note += f'; budget {final.get("budget")}, not {budget}'
   wrong = config_mismatches(recorded, expected_config(base, strategy, seed))
+  return 'skip', None, finished_note(f'finished (recorded in {path})',
+                                     final.get('budget'), budget, wrong)
+
+
+def finished_note(note: str, done, budget: int, wrong: list) -> str:
+  """A skipped cell's note, with the budget it ran to where that is not
+  the study's and the config fields that are not its strategy's."""
+  if done is not None and done != budget:
+    note += f'; budget {done}, not {budget}'
   if wrong:
     note += '; NOT this strategy\'s config (' + '; '.join(wrong) + ')'
-  return 'skip', None, note
+  return note
 
 
 def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
@@ -272,13 +278,9 @@ def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
   wrong = (['no readable config.json'] if recorded is None else
            config_mismatches(recorded, expected_config(base, strategy, seed)))
   if finished:
-    note = 'finished'
     done = (_read_json(os.path.join(run_dir, 'final.json')) or {}).get(
         'budget')
-    if done is not None and done != budget:
-      note += f'; budget {done}, not {budget}'
-    if wrong:
-      note += '; NOT this strategy\'s config (' + '; '.join(wrong) + ')'
+    note = finished_note('finished', done, budget, wrong)
     if note != 'finished':
       note += '; delete the run directory to redo it'
     return 'skip', None, note
