@@ -22,9 +22,9 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Four more
-strategies keep the reference's dual optimisation and change one other
-field, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
+weights (init=tandem). Five more
+strategies keep the reference's dual optimisation and change one or two other
+fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
 finding; run them with --strategies:
   adam1_next               one sample set at s' serves the bootstrap and
                            the E-step (half the critic work)
@@ -33,6 +33,9 @@ finding; run them with --strategies:
   adam1_cold               η starts at 0.03, not 10 (where the exact
                            solve and adam10 spend their start); the
                            action penalty's temperature still starts at 10
+  adam1_next_spi64         adam1_next at 64 samples per insert (48 in
+                           make_run): the critic work 'next' saves spent
+                           on more SGD steps per env step
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -135,6 +138,14 @@ MPO_FIELDS['adam1_acme_init'] = dict(_MPO_DEFAULTS, init='acme')
 STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03',
                                 init_penalty_temperature='10.0')
 MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
+# strategy -> TrainConfig fields outside `mpo` that it changes (most none).
+TRAIN_FIELDS = {s: {} for s in STRATEGIES}
+# 'next' with the learner time it saves spent on more SGD steps per env
+# step: its step is 1.63x cheaper than 'current' (bench/learner.py), so 64
+# samples per insert cost ~0.8x the learner time of 'current' at 48.
+STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
+MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
+TRAIN_FIELDS['adam1_next_spi64'] = {'samples_per_insert': '64.0'}
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
@@ -144,7 +155,10 @@ EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 # Fields a run's config.json may hold with other values than the study's
 # and still be the study's cell: its name and location, and what a resume
 # may change (the budget is checked on its own, from final.json).
-NOT_COMPARED = frozenset({'name', 'runs_root'}) | config_lib.RESUMABLE_FIELDS
+# The replay ratio is resumable but is what adam1_next_spi64 varies: a run
+# at another ratio is not that cell.
+NOT_COMPARED = (frozenset({'name', 'runs_root'}) | config_lib.RESUMABLE_FIELDS
+                ) - {'samples_per_insert'}
 TRAJECTORY_POINTS = 400  # temperature samples kept per cell, for the plot
 
 
@@ -161,6 +175,7 @@ def strategy_overrides(strategy: str) -> dict:
   fields = dict(_COMMON, **STRATEGIES[strategy])
   out = {f'mpo.duals.{k}': v for k, v in sorted(fields.items())}
   out.update({f'mpo.{k}': v for k, v in sorted(MPO_FIELDS[strategy].items())})
+  out.update(sorted(TRAIN_FIELDS[strategy].items()))
   return out
 
 

@@ -32,6 +32,7 @@ EXPECTED = {
     'adam1_current_and_next': (1, 'adam', 'gradient', 'before_update'),
     'adam1_acme_init': (1, 'adam', 'gradient', 'before_update'),
     'adam1_cold': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_spi64': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -39,8 +40,11 @@ INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
 # (MPOConfig.estep_states, MPOConfig.init) of each strategy.
 OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next': ('next', 'tandem'),
+    'adam1_next_spi64': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
+# TrainConfig.samples_per_insert of each strategy on make_run (48).
+SAMPLES_PER_INSERT = {s: 48.0 for s in EXPECTED} | {'adam1_next_spi64': 64.0}
 
 
 # ------------------------------------------------------------- strategies
@@ -75,6 +79,11 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   varied = {'duals': None, 'estep_states': None, 'init': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
+  # Outside `mpo` only the replay ratio may move, and only where stated.
+  assert cfg.samples_per_insert == SAMPLES_PER_INSERT[strategy]
+  outside = {'mpo': None, 'samples_per_insert': None}
+  assert config_lib.to_dict(cfg) | outside == (
+      config_lib.to_dict(base) | outside)
   reference = config_lib.apply_overrides(base,
                                          ds.strategy_overrides('adam1'))
   assert (config_lib.to_dict(cfg)['mpo'] !=
@@ -101,9 +110,9 @@ def test_reference_duals_are_todays_default_duals():
 
 def test_strategies_are_pairwise_different():
   base = cli.load_named_config(MAKE_RUN)
-  mpo = [ds.expected_config(base, s, 0).mpo for s in EXPECTED]
-  assert len({(repr(m.duals), m.estep_states, m.init)
-              for m in mpo}) == len(EXPECTED)
+  cfgs = [ds.expected_config(base, s, 0) for s in EXPECTED]
+  assert len({(repr(c.mpo.duals), c.mpo.estep_states, c.mpo.init,
+               c.samples_per_insert) for c in cfgs}) == len(EXPECTED)
 
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
@@ -233,6 +242,21 @@ def test_plan_refuses_a_cell_holding_another_strategy(tmp_path, tiny):
   action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny,
                                        'exact_before', 0, 500)
   assert action == 'skip' and 'NOT this strategy' in note
+
+
+def test_plan_refuses_a_cell_at_another_replay_ratio(tmp_path):
+  # samples_per_insert may change on resume, but it is what
+  # adam1_next_spi64 varies: a run of adam1_next is not that cell.
+  base = cli.load_named_config(MAKE_RUN)
+  run_dir = str(tmp_path / 'adam1_next_spi64_s0')
+  _config_json(run_dir, base, 'adam1_next', 0)
+  action, command, note = ds.cell_plan(str(tmp_path), MAKE_RUN, base,
+                                       'adam1_next_spi64', 0, 500)
+  assert action == 'refuse' and command is None
+  assert 'samples_per_insert: got 48.0, expected 64.0' in note
+  _config_json(run_dir, base, 'adam1_next_spi64', 0)
+  assert ds.cell_plan(str(tmp_path), MAKE_RUN, base, 'adam1_next_spi64', 0,
+                      500)[0] == 'resume'
 
 
 def test_plan_refuses_a_wrong_seed(tmp_path, tiny):
