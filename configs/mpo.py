@@ -26,7 +26,9 @@ def _learner(**kw) -> MPOConfig:
   against 842 / 801 / 856 (median 842) for 'current', paired difference
   -18 / +37 / +1, while each run took 839-866 s against 1221-1397 s: the
   same learning per env step within seed noise for ~1.5x less wall clock
-  (its learner step is 1.63x faster side by side, bench/learner.py)."""
+  (its learner step is 1.63-1.68x faster side by side, bench/learner.py).
+  Measured again on 2026-12-02 (seeds 0-2, nothing beside them): 847 / 852 /
+  851 in 280-334 s per run."""
   kw.setdefault('estep_states', 'next')
   return MPOConfig(
       policy_optimizer=OptimizerConfig(
@@ -39,7 +41,10 @@ def _learner(**kw) -> MPOConfig:
 # One SGD step per 5.3 env steps (samples_per_insert 48 at batch 256): at 32,
 # 2 of 6 cartpole:swingup runs ended near 700 and one at 615; at 48, three
 # seeds ended at 847-865 and a fourth run at 630 (BENCHMARKS.md, learning
-# check: runs of the same seed vary a lot).
+# check: runs of the same seed vary a lot). Not 64, though 'next' makes the
+# learner step cheap enough: with 'next', seeds 0-2 ended at 851 / 834 / 802
+# against 847 / 852 / 851 at 48, for 1.4-1.6x the wall clock (2026-12-02,
+# bench/dual_study.py adam1_next_spi64).
 CARTPOLE_SAMPLES_PER_INSERT = 48.0
 
 
