@@ -141,7 +141,7 @@ MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
 # strategy -> TrainConfig fields outside `mpo` that it changes (most none).
 TRAIN_FIELDS = {s: {} for s in STRATEGIES}
 # 'next' with the learner time it saves spent on more SGD steps per env
-# step: its step is 1.63x cheaper than 'current' (bench/learner.py), so 64
+# step: its step is 1.63-1.68x faster than 'current' (bench/learner.py), so 64
 # samples per insert cost ~0.8x the learner time of 'current' at 48.
 STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
