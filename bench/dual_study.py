@@ -155,10 +155,10 @@ EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 # Fields a run's config.json may hold with other values than the study's
 # and still be the study's cell: its name and location, and what a resume
 # may change (the budget is checked on its own, from final.json).
-# The replay ratio is resumable but is what adam1_next_spi64 varies: a run
-# at another ratio is not that cell.
+# A resumable field that a strategy pins (adam1_next_spi64's replay ratio)
+# is what that strategy varies: a run with another value is not its cell.
 NOT_COMPARED = (frozenset({'name', 'runs_root'}) | config_lib.RESUMABLE_FIELDS
-                ) - {'samples_per_insert'}
+                ) - {k for fields in TRAIN_FIELDS.values() for k in fields}
 TRAJECTORY_POINTS = 400  # temperature samples kept per cell, for the plot
 
 
