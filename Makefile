@@ -30,7 +30,7 @@ test-slow: venv
 	$(PY) -m pytest -q -m slow tests
 
 bench: venv
-	$(PY) bench/learner.py && $(PY) bench/duals.py && $(PY) bench/actor.py && $(PY) bench/program.py
+	$(PY) bench/learner.py && $(PY) bench/learner_parts.py && $(PY) bench/duals.py && $(PY) bench/actor.py && $(PY) bench/program.py
 
 clean-venv:
 	rm -rf $(VENV)

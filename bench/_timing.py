@@ -81,6 +81,21 @@ def environment_json() -> dict:
   }
 
 
+def add_learner_args(parser) -> None:
+  """The learner's shape flags bench/learner.py and bench/learner_parts.py
+  share: tasks, K, batch, samples, layers, seed (defaults: the named
+  configs' learner)."""
+  parser.add_argument('--tasks', default='cartpole_swingup,walker_walk',
+                      help='comma-separated, from: ' + ', '.join(TASK_SHAPES))
+  parser.add_argument('--steps_per_call', type=int, default=10,
+                      help='SGD steps per jitted call (K)')
+  parser.add_argument('--batch_size', type=int, default=256)
+  parser.add_argument('--num_samples', type=int, default=20)
+  parser.add_argument('--layers', default='256,256,256',
+                      help='hidden sizes of both policy and critic')
+  parser.add_argument('--seed', type=int, default=0)
+
+
 def random_batches(batch_cls, k: int, b: int, obs_dim: int, act_dim: int,
                    seed: int = 0):
   """A Batch of float32 device arrays with shapes [K, B, ...]."""
@@ -141,3 +156,17 @@ def check_forbidden_modules() -> bool:
 
 def print_json(payload: dict) -> None:
   print(json.dumps(payload, sort_keys=False))
+
+
+def finish(payload: dict, **run_fields) -> int:
+  """Ends a learner-side benchmark: adds the environment and `run_fields` to
+  `payload`, prints it as the last line and returns the exit status, 1 if
+  the learner core pulled in a module an accelerator image lacks."""
+  ok = check_forbidden_modules()
+  payload.update(environment_json())
+  payload.update(run_fields)
+  if not ok:
+    payload['error'] = ('forbidden modules imported '
+                        '(tensorflow/reverb/launchpad)')
+  print_json(payload)
+  return 0 if ok else 1

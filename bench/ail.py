@@ -323,7 +323,6 @@ def main(argv=None) -> int:
         'medians of per-repeat ratios')
   print()
 
-  ok = _timing.check_forbidden_modules()
   payload = {}
   for r in results:
     task = r['task']
@@ -340,12 +339,7 @@ def main(argv=None) -> int:
           k['round_ratio'], 4)
       payload[f'{kind}.generator_to_mpo_ratio.{task}'] = round(
           k['generator_ratio'], 4)
-  payload.update(_timing.environment_json())
-  payload.update(seconds=args.seconds, repeats=args.repeats)
-  if not ok:
-    payload['error'] = 'forbidden modules imported (tensorflow/reverb/launchpad)'
-  _timing.print_json(payload)
-  return 0 if ok else 1
+  return _timing.finish(payload, seconds=args.seconds, repeats=args.repeats)
 
 
 if __name__ == '__main__':

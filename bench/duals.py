@@ -243,19 +243,13 @@ def main(argv=None) -> int:
   if args.profile:
     profile(args, names, obs_dim, act_dim, batches, states)
 
-  ok = _timing.check_forbidden_modules()
   payload = {f'ratio_{name}': round(ratios[name], 4)
              for name in names if name != BASELINE}
   payload[f'ms_per_step_{BASELINE}'] = round(
       _timing.median(per_step[BASELINE]) * 1e3, 3)
   payload.update({f'pass_{n}': v for n, v in verdicts.items()})
   payload['task'] = args.task
-  payload.update(_timing.environment_json())
-  payload.update(steps_per_call=k, rounds=args.rounds)
-  if not ok:
-    payload['error'] = 'forbidden modules imported (tensorflow/reverb/launchpad)'
-  _timing.print_json(payload)
-  return 0 if ok else 1
+  return _timing.finish(payload, steps_per_call=k, rounds=args.rounds)
 
 
 if __name__ == '__main__':

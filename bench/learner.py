@@ -36,19 +36,11 @@ ESTEP_STATES = ('current', 'next')
 
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  p.add_argument('--tasks', default='cartpole_swingup,walker_walk',
-                 help='comma-separated, from: ' + ', '.join(_timing.TASK_SHAPES))
+  _timing.add_learner_args(p)
   p.add_argument('--seconds', type=float, default=12.0,
                  help='timed seconds per task (after warm-up)')
-  p.add_argument('--steps_per_call', type=int, default=10,
-                 help='SGD steps per jitted call (K)')
   p.add_argument('--repeats', type=int, default=5,
                  help='timed blocks per task; the median is reported')
-  p.add_argument('--batch_size', type=int, default=256)
-  p.add_argument('--num_samples', type=int, default=20)
-  p.add_argument('--layers', default='256,256,256',
-                 help='hidden sizes of both policy and critic')
-  p.add_argument('--seed', type=int, default=0)
   return p.parse_args(argv)
 
 
@@ -133,7 +125,6 @@ def main(argv=None) -> int:
           f'{r["next_to_current"]:.3f}')
   print()
 
-  ok = _timing.check_forbidden_modules()
   payload = {}
   for r in results:
     t = r['task']
@@ -142,14 +133,9 @@ def main(argv=None) -> int:
     payload[f'learner_steps_per_s_next.{t}'] = round(
         r['by_states']['next']['median'], 2)
     payload[f'next_to_current_ratio.{t}'] = round(r['next_to_current'], 3)
-  payload.update(_timing.environment_json())
-  payload.update(steps_per_call=args.steps_per_call,
-                 batch_size=args.batch_size, num_samples=args.num_samples,
-                 layers=args.layers)
-  if not ok:
-    payload['error'] = 'forbidden modules imported (tensorflow/reverb/launchpad)'
-  _timing.print_json(payload)
-  return 0 if ok else 1
+  return _timing.finish(payload, steps_per_call=args.steps_per_call,
+                        batch_size=args.batch_size,
+                        num_samples=args.num_samples, layers=args.layers)
 
 
 if __name__ == '__main__':
