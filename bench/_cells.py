@@ -1,10 +1,18 @@
 """Running one cell of a multi-run study (bench/ail_learning.py,
 bench/dual_study.py): a `tandem` command whose output goes to the terminal
-and is appended to the cell's log."""
+and is appended to the cell's log; and the cell's committed record.
+
+Run directories live under runs/, which git ignores: they are gone on the
+next machine, and with them hours of finished cells. So each study also
+writes every finished cell, small and deterministic, to a records directory
+inside the repo (bench/results/<study>/<cell>.json), which is committed; a
+study skips a recorded cell and summarises it where no run directory is.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -68,3 +76,57 @@ def parse_budget(text: str) -> int:
   if value < 1:
     raise argparse.ArgumentTypeError(f'expected an integer >= 1, got {text!r}')
   return value
+
+
+def write_record(path: str, record: dict) -> None:
+  """Written whole or not at all (a crash mid-write leaves the old file)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'w') as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write('\n')
+  os.replace(tmp, path)
+
+
+def store_record(path: str, record: dict, label: str, origin: str) -> bool:
+  """Writes the record unless the file already holds another run of the
+  cell (two machines ran it): that one is kept, never overwritten, and a
+  warning names both (`origin`: where this record's run lives). True where
+  the file now holds this record."""
+  if os.path.exists(path):
+    try:
+      with open(path) as f:
+        if json.load(f) == json.loads(json.dumps(record)):
+          return True
+    except (OSError, ValueError):
+      pass  # unreadable: the run directory's record replaces it
+    else:
+      print(f'{label}: {path} records another run of this cell than '
+            f'{origin}; kept it (delete it to record the run directory '
+            'instead)', file=sys.stderr)
+      return False
+  write_record(path, record)
+  return True
+
+
+class RecordError(ValueError):
+  """A record file that cannot be read as the cell it is named for."""
+
+
+def load_record(path: str, record_format: str, role: str, name: str,
+                seed: int) -> dict:
+  """A record's JSON, after checking its format and that it is the cell
+  (`role` name, seed) asked for; RecordError naming the file and what is
+  wrong otherwise. The study checks the rest of its fields."""
+  try:
+    with open(path) as f:
+      rec = json.load(f)
+  except (OSError, ValueError) as e:
+    raise RecordError(f'{path}: not a readable JSON record ({e})') from e
+  if not isinstance(rec, dict) or rec.get('format') != record_format:
+    raise RecordError(f'{path}: expected a record with format '
+                      f'{record_format!r}')
+  if (rec.get(role), rec.get('seed')) != (name, seed):
+    raise RecordError(f'{path}: records {rec.get(role)!r} seed '
+                      f'{rec.get("seed")!r}, expected {name!r} seed {seed}')
+  return rec

@@ -4,9 +4,9 @@ how far the true evaluation return climbs towards the expert's.
 
     python bench/ail_learning.py run --kinds gail,airl --seeds 0,1,2
         [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
-        [--png PNG] [--dry_run]
+        [--records_dir DIR] [--png PNG] [--dry_run]
     python bench/ail_learning.py summary [--runs_root runs/ail_learning]
-        [--kinds gail,airl] [--demos FILE.npz] [--png PNG]
+        [--kinds gail,airl] [--demos FILE.npz] [--records_dir DIR] [--png PNG]
 
 `run` trains the cells one at a time (`tandem train-ail`, from the repo
 root), each as RUNS_ROOT/<kind>_s<seed>, its output streamed to the terminal
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -49,6 +50,7 @@ DEFAULT_RUNS_ROOT = os.path.join(REPO_ROOT, 'runs', 'ail_learning')
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
 DEFAULT_BUDGET = 150_000
+RECORD_FORMAT = 'tandem.ail_learning.cell/1'
 RUN_NAME = re.compile(r'^([a-z]+)_s(\d+)$')
 EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 
@@ -88,11 +90,14 @@ def find_runs(runs_root: str, kinds) -> dict:
 
 
 def _number(v):
-  return v if isinstance(v, float) else None
+  """A finite float read from a CSV cell, else None (empty, text, nan: a
+  record must compare equal to itself when written again)."""
+  return v if isinstance(v, float) and math.isfinite(v) else None
 
 
-def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
-  """One run's evaluation curve and the figures the summary reports."""
+def run_parts(run_dir: str) -> tuple:
+  """(evaluation rows, final.json, config.json) of a run directory; the
+  JSON files as dicts, None where absent."""
   csv_path = os.path.join(run_dir, 'logs', 'evaluator.csv')
   rows = logs.read_csv(csv_path) if os.path.isfile(csv_path) else []
   curve = []
@@ -108,12 +113,33 @@ def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
   # Rows are appended in time order, restarts included; the global counts
   # order them. A stable sort keeps the periodic row before the final one.
   curve.sort(key=lambda p: p['env_steps'])
-  final_path = os.path.join(run_dir, 'final.json')
-  final = None
-  if os.path.isfile(final_path):
-    with open(final_path) as f:
-      final = json.load(f)
-  out = {'kind': kind, 'seed': seed, 'run_dir': run_dir,
+  final = _read_json(os.path.join(run_dir, 'final.json'))
+  try:
+    config = _read_json(os.path.join(run_dir, 'config.json'))
+  except ValueError:
+    config = None  # only recorded, never read back for the figures
+  return curve, final, config
+
+
+def _read_json(path: str):
+  """The file's JSON, None if there is no file."""
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
+  """One run's evaluation curve and the figures the summary reports."""
+  curve, final, _ = run_parts(run_dir)
+  return figures(kind, seed, run_dir, curve, final, expert)
+
+
+def figures(kind: str, seed: int, source: str, curve: list, final, expert:
+            float) -> dict:
+  """The summary's figures of one cell, from its evaluation rows and its
+  final.json (None if unfinished), wherever they were read from."""
+  out = {'kind': kind, 'seed': seed, 'run_dir': source,
          'finished': final is not None, 'evaluations': len(curve),
          'env_steps': curve[-1]['env_steps'] if curve else 0,
          'elapsed_s': None, 'budget': None,
@@ -147,6 +173,72 @@ def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
       out[key] = round(out[key], 1)
   out['curve'] = curve
   return out
+
+
+# ------------------------------------------------------ committed records
+# (bench/_cells.py says why.) A record holds what the figures are computed
+# from, never the figures alone, so a change of the statistics recomputes
+# them.
+
+
+RecordError = _cells.RecordError  # a record that cannot be read as its cell
+
+
+def default_records_dir(runs_root: str) -> str:
+  return os.path.join(REPO_ROOT, 'bench', 'results',
+                      os.path.basename(os.path.normpath(runs_root)))
+
+
+def record_path(records_dir: str, kind: str, seed: int) -> str:
+  return os.path.join(records_dir, f'{kind}_s{seed}.json')
+
+
+def make_record(kind: str, seed: int, curve: list, final: dict,
+                config) -> dict:
+  return {'format': RECORD_FORMAT, 'kind': kind, 'seed': seed,
+          'final': final, 'config': config, 'curve': curve}
+
+
+def read_record(path: str, kind: str, seed: int) -> tuple:
+  """(curve, final, config) of a record, as run_parts gives them;
+  RecordError naming the file and what is wrong where it is not a finished
+  cell of this kind and seed."""
+  rec = _cells.load_record(path, RECORD_FORMAT, 'kind', kind, seed)
+  try:
+    final = rec['final']
+    if not isinstance(final, dict):
+      raise TypeError('final must be an object')
+    float(final['final_eval_return'])
+    curve = [{'env_steps': int(p['env_steps']),
+              'elapsed_s': _number(p['elapsed_s']),
+              'eval_return': float(p['eval_return']),
+              'learned_return': _number(p['learned_return']),
+              'final': bool(p['final'])} for p in rec['curve']]
+  except (KeyError, TypeError, ValueError) as e:
+    raise RecordError(f'{path}: malformed record ({e!r})') from e
+  return curve, final, rec.get('config')
+
+
+def find_records(records_dir, kinds) -> dict:
+  """{kind: {seed: path}} for RECORDS_DIR/<kind>_s<seed>.json."""
+  found = {k: {} for k in kinds}
+  if records_dir and os.path.isdir(records_dir):
+    for entry in os.listdir(records_dir):
+      stem, ext = os.path.splitext(entry)
+      m = RUN_NAME.match(stem)
+      if ext == '.json' and m and m.group(1) in found:
+        found[m.group(1)][int(m.group(2))] = os.path.join(records_dir, entry)
+  return found
+
+
+def store_record(records_dir: str, kind: str, seed: int, run_dir: str,
+                 parts: tuple) -> bool:
+  """Records a finished run directory from its run_parts (never over
+  another run's record)."""
+  curve, final, config = parts
+  return _cells.store_record(record_path(records_dir, kind, seed),
+                             make_record(kind, seed, curve, final, config),
+                             'ail_learning', run_dir)
 
 
 def _median(values):
@@ -203,7 +295,8 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
           'elapsed s | status |')
     print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|')
     for r in runs:
-      status = 'finished' if r['finished'] else (
+      status = ('finished, record' if r.get('recorded') else
+                'finished') if r['finished'] else (
           'no evaluations yet' if not r['evaluations'] else 'unfinished')
       best = ('–' if r['max_return'] is None else
               f"{r['max_return']:.1f} ({r['max_return_env_steps']})")
@@ -267,14 +360,49 @@ def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
   print(f'wrote {path}')
 
 
-def summarise(runs_root: str, kinds, demos: str, png=None) -> dict:
+def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
+  """{kind: [figures, ...] by seed}: each seed's finished run directory
+  (recorded into records_dir on the way), else its record, else its
+  unfinished run directory. An unreadable record is left out, with a
+  warning naming it."""
+  runs = find_runs(runs_root, kinds)
+  records = find_records(records_dir, kinds)
+  out = {}
+  for kind in kinds:
+    dirs = dict(runs[kind])
+    cells = []
+    for seed in sorted(set(dirs) | set(records[kind])):
+      run_dir = dirs.get(seed)
+      parts = run_parts(run_dir) if run_dir else None
+      if parts is not None and parts[1] is not None:
+        if records_dir:
+          store_record(records_dir, kind, seed, run_dir, parts)
+        cells.append(figures(kind, seed, run_dir, parts[0], parts[1], expert))
+      elif seed in records[kind]:
+        path = records[kind][seed]
+        try:
+          curve, final, _ = read_record(path, kind, seed)
+        except RecordError as e:
+          print(f'ail_learning: {e}; not counted (restore it with git '
+                'checkout, or delete it)', file=sys.stderr)
+          continue
+        cell = figures(kind, seed, path, curve, final, expert)
+        cell['recorded'] = True
+        cells.append(cell)
+      else:
+        cells.append(figures(kind, seed, run_dir, parts[0], None, expert))
+    out[kind] = cells
+  return out
+
+
+def summarise(runs_root: str, kinds, demos: str, png=None,
+              records_dir=None) -> dict:
   expert, source = expert_mean(demos)
-  found = find_runs(runs_root, kinds)
-  runs_by_kind = {k: [read_run(d, k, s, expert) for s, d in found[k]]
-                  for k in kinds}
+  runs_by_kind = read_cells(runs_root, kinds, expert, records_dir)
   stats = {k: kind_stats(runs_by_kind[k]) for k in kinds}
-  print(f'runs under {runs_root}; expert mean return {expert:.2f} '
-        f'({source})')
+  print(f'runs under {runs_root}'
+        + (f' and records in {records_dir}' if records_dir else '')
+        + f'; expert mean return {expert:.2f} ({source})')
   print_tables(kinds, runs_by_kind, stats, expert)
   if png:
     write_png(png, kinds, runs_by_kind, expert)
@@ -284,7 +412,7 @@ def summarise(runs_root: str, kinds, demos: str, png=None) -> dict:
       result[f'{k}.{key}'] = value
   result['runs'] = {f"{r['kind']}_s{r['seed']}": {
       key: value for key, value in r.items()
-      if key not in ('curve', 'kind', 'run_dir')}
+      if key not in ('curve', 'kind', 'run_dir', 'recorded')}
       for k in kinds for r in runs_by_kind[k]}
   print(json.dumps(result), flush=True)
   return result
@@ -293,25 +421,40 @@ def summarise(runs_root: str, kinds, demos: str, png=None) -> dict:
 # -------------------------------------------------------------------- run
 
 
+def _budget_note(done_budget, budget: int, what: str) -> str:
+  if done_budget is not None and done_budget != budget:
+    return (f' with a budget of {done_budget} env steps, not {budget}; '
+            f'delete {what} to redo it')
+  return ''
+
+
 def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
-              budget: int):
-  """(action, command, note) for one cell: action is 'skip', 'resume' or
-  'start'; command is None for 'skip'."""
+              budget: int, records_dir=None):
+  """(action, command, note) for one cell: action is 'skip' (finished here
+  or recorded), 'resume', 'start' or 'refuse' (its record is unreadable);
+  command is None for 'skip' and 'refuse'."""
   name = f'{kind}_s{seed}'
   run_dir = os.path.join(runs_root, name)
   base = [sys.executable, '-m', 'launch.cli', 'train-ail']
   final_path = os.path.join(run_dir, 'final.json')
   if os.path.isfile(final_path):
-    note = 'finished'
     try:
       with open(final_path) as f:
         done_budget = json.load(f).get('budget')
     except (OSError, ValueError):
       done_budget = None
-    if done_budget is not None and done_budget != budget:
-      note += (f' with a budget of {done_budget} env steps, not {budget}; '
-               'delete the run directory to redo it')
-    return 'skip', None, note
+    return 'skip', None, 'finished' + _budget_note(
+        done_budget, budget, 'the run directory')
+  record = record_path(records_dir, kind, seed) if records_dir else None
+  if record is not None and os.path.exists(record):
+    # Finished on another machine: never rerun over it, nor resume an
+    # interrupted run directory of it here.
+    try:
+      _, final, _ = read_record(record, kind, seed)
+    except RecordError as e:
+      return 'refuse', None, f'{e}; restore it (git checkout) or delete it'
+    return 'skip', None, f'finished (recorded in {record})' + _budget_note(
+        final.get('budget'), budget, 'the record')
   config_path = os.path.join(run_dir, 'config.json')
   if os.path.isfile(config_path):
     note = 'interrupted; continuing it'
@@ -344,7 +487,7 @@ def run(args) -> int:
   for i, (kind, seed) in enumerate(cells, 1):
     name = f'{kind}_s{seed}'
     action, command, note = cell_plan(args.runs_root, args.demos, kind,
-                                      seed, args.budget)
+                                      seed, args.budget, args.records_dir)
     head = f'[{i}/{len(cells)}] {name}: {action} ({note})'
     if args.dry_run:
       print(head + ('' if command is None else
@@ -354,10 +497,14 @@ def run(args) -> int:
       continue
     print(f'\n{head}', flush=True)
     last = i == len(cells)
+    if action == 'refuse':
+      failed.append(name)
+      print(f'ail_learning: {name}: {note}', file=sys.stderr)
     if command is None:
       if last:  # the summary so far, once, if the last cell was skipped
         print('\n--- summary ---', flush=True)
-        summarise(args.runs_root, args.kinds, args.demos, args.png)
+        summarise(args.runs_root, args.kinds, args.demos, args.png,
+                  args.records_dir)
       continue
     os.makedirs(args.runs_root, exist_ok=True)
     log_path = os.path.join(args.runs_root, f'{name}.log')
@@ -373,7 +520,7 @@ def run(args) -> int:
             'Going on with the other cells.', file=sys.stderr)
     print(f'\n--- summary after {name} ---', flush=True)
     summarise(args.runs_root, args.kinds, args.demos,
-              args.png if last else None)
+              args.png if last else None, args.records_dir)
   if args.dry_run:
     return 0
   if failed:
@@ -420,15 +567,23 @@ def main(argv=None) -> int:
     q.add_argument('--demos', default=DEFAULT_DEMOS,
                    help='expert demonstrations (default: %(default)s)')
     q.add_argument('--png', help='write the curves PNG here')
+    q.add_argument('--records_dir',
+                   help='committed cell records (default: bench/results/'
+                   "<the runs root's folder name>); '' for none")
   args = p.parse_args(argv)
   # The runs go from the repo root: make every path absolute now.
   args.runs_root = os.path.abspath(args.runs_root)
   args.demos = os.path.abspath(args.demos)
   if args.png:
     args.png = os.path.abspath(args.png)
+  if args.records_dir is None:
+    args.records_dir = default_records_dir(args.runs_root)
+  args.records_dir = (os.path.abspath(args.records_dir) if args.records_dir
+                      else None)
   if args.command == 'run':
     return run(args)
-  summarise(args.runs_root, args.kinds, args.demos, args.png)
+  summarise(args.runs_root, args.kinds, args.demos, args.png,
+            args.records_dir)
   return 0
 
 

@@ -457,10 +457,7 @@ def run_parts(run_dir: str) -> tuple:
 # figures alone, so a change of the summary's statistics recomputes them.
 
 RECORD_FORMAT = 'tandem.dual_study.cell/1'
-
-
-class RecordError(ValueError):
-  """A record file that cannot be read as a cell of this study."""
+RecordError = _cells.RecordError  # a record that cannot be read as its cell
 
 
 def default_records_dir(config_name: str) -> str:
@@ -483,52 +480,17 @@ def make_record(strategy: str, seed: int, final: dict, recorded: dict,
                                        learner['temperature']])}
 
 
-def write_record(path: str, record: dict) -> None:
-  """Written whole or not at all (a crash mid-write leaves the old file)."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w') as f:
-    json.dump(record, f, indent=1, sort_keys=True)
-    f.write('\n')
-  os.replace(tmp, path)
-
-
 def store_record(path: str, record: dict) -> bool:
-  """Writes the record unless the file already holds another run of the
-  cell (two machines ran it): that one is kept, never overwritten, and a
-  warning names both. True where the file now holds this record."""
-  if os.path.exists(path):
-    try:
-      with open(path) as f:
-        if json.load(f) == json.loads(json.dumps(record)):
-          return True
-    except (OSError, ValueError):
-      pass  # unreadable: the run directory's record replaces it
-    else:
-      print(f'dual_study: {path} records another run of this cell than '
-            f'{record["config"].get("runs_root")}; kept it (delete it to '
-            'record the run directory instead)', file=sys.stderr)
-      return False
-  write_record(path, record)
-  return True
+  """_cells.store_record: never overwrites another run's record."""
+  return _cells.store_record(path, record, 'dual_study',
+                             record['config'].get('runs_root'))
 
 
 def read_record(path: str, strategy: str, seed: int) -> tuple:
   """(final, config, curve, learner) of a record, as run_parts gives them;
   RecordError naming the file and what is wrong where it is not a finished
   cell of this strategy and seed."""
-  try:
-    with open(path) as f:
-      rec = json.load(f)
-  except (OSError, ValueError) as e:
-    raise RecordError(f'{path}: not a readable JSON record ({e})') from e
-  if not isinstance(rec, dict) or rec.get('format') != RECORD_FORMAT:
-    raise RecordError(f'{path}: expected a record with format '
-                      f'{RECORD_FORMAT!r}')
-  if (rec.get('strategy'), rec.get('seed')) != (strategy, seed):
-    raise RecordError(f'{path}: records {rec.get("strategy")!r} seed '
-                      f'{rec.get("seed")!r}, expected {strategy!r} seed '
-                      f'{seed}')
+  rec = _cells.load_record(path, RECORD_FORMAT, 'strategy', strategy, seed)
   try:
     final, recorded = rec['final'], rec['config']
     if not isinstance(final, dict) or not isinstance(recorded, dict):

@@ -27,8 +27,9 @@ def _learner(**kw) -> MPOConfig:
   -18 / +37 / +1, while each run took 839-866 s against 1221-1397 s: the
   same learning per env step within seed noise for ~1.5x less wall clock
   (its learner step is 1.63-1.68x faster side by side, bench/learner.py).
-  Measured again on 2026-12-02 (seeds 0-2, nothing beside them): 847 / 852 /
-  851 in 280-334 s per run."""
+  Measured again on 2026-12-02 (seeds 0-4, nothing beside them): 847 / 852 /
+  851 / 865 / 833 in 274-334 s per run (median 851; over these and the
+  three earlier runs, median 849, none below 750)."""
   kw.setdefault('estep_states', 'next')
   return MPOConfig(
       policy_optimizer=OptimizerConfig(

@@ -1,0 +1,159 @@
+"""bench/ail_learning.py's committed records on hand-written run
+directories (no training): a finished cell is recorded, a fresh clone's
+summary from the records alone equals the one from the run directories, a
+recorded cell is never rerun, and a bad record is refused by name."""
+
+import json
+import os
+
+import pytest
+
+from tests.bench import load_script
+
+al = load_script('ail_learning')
+
+DEMOS = '/nonexistent/demos.npz'  # the expert mean falls back to 869.36
+
+
+def _write_run(root, kind, seed, returns, finished=True, budget=3000):
+  run = root / f'{kind}_s{seed}'
+  (run / 'logs').mkdir(parents=True)
+  (run / 'config.json').write_text(json.dumps(
+      {'seed': seed, 'ail': {'kind': kind}, 'runs_root': str(root)}))
+  lines = ['env_steps,elapsed_s,eval_return,learned_return,final']
+  for i, r in enumerate(returns):
+    last = finished and i == len(returns) - 1
+    # The first evaluation has no learned return yet (nan in the CSV).
+    learned = 'nan' if i == 0 else r / 10
+    lines.append(f'{1000 * i},{10.0 * i},{r},{learned},{int(last)}')
+  (run / 'logs' / 'evaluator.csv').write_text('\n'.join(lines) + '\n')
+  if finished:
+    (run / 'final.json').write_text(json.dumps({
+        'final_eval_return': returns[-1], 'budget': budget,
+        'counts': {'env_steps': 1000 * (len(returns) - 1),
+                   'elapsed_s': 10.0 * (len(returns) - 1)}}))
+  return run
+
+
+@pytest.fixture
+def study(tmp_path):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'gail', 0, [50.0, 500.0, 800.0])
+  _write_run(runs, 'gail', 1, [60.0, 300.0, 790.0])
+  _write_run(runs, 'airl', 0, [40.0, 100.0], finished=False)
+  return runs
+
+
+def test_summary_records_finished_cells_only(study, capsys):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail', 'airl'], DEMOS, records_dir=str(records))
+  assert sorted(p.name for p in records.iterdir()) == ['gail_s0.json',
+                                                       'gail_s1.json']
+  rec = json.loads((records / 'gail_s0.json').read_text())
+  assert rec['format'] == al.RECORD_FORMAT
+  assert (rec['kind'], rec['seed']) == ('gail', 0)
+  assert rec['final']['final_eval_return'] == 800.0
+  assert [p['eval_return'] for p in rec['curve']] == [50.0, 500.0, 800.0]
+  assert rec['config']['ail']['kind'] == 'gail'
+  assert rec['curve'][0]['learned_return'] is None
+  before = (records / 'gail_s0.json').read_bytes()
+  capsys.readouterr()
+  al.summarise(str(study), ['gail', 'airl'], DEMOS, records_dir=str(records))
+  assert (records / 'gail_s0.json').read_bytes() == before
+  assert 'another run' not in capsys.readouterr().err
+
+
+def test_records_alone_give_the_same_summary(study, tmp_path, capsys):
+  records = str(study.parent / 'records')
+  from_runs = al.summarise(str(study), ['gail'], DEMOS, records_dir=records)
+  empty = tmp_path / 'fresh_clone_runs'
+  from_records = al.summarise(str(empty), ['gail'], DEMOS,
+                              records_dir=records)
+  assert from_records == from_runs
+  assert from_records['gail.final_return_median'] == 795.0
+  assert from_records['gail.env_steps_to_50pct_median'] == 1500
+  assert '| 0 | 1000 |' in capsys.readouterr().out
+
+
+def test_the_table_marks_recorded_cells(study, tmp_path, capsys):
+  records = str(study.parent / 'records')
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=records)
+  capsys.readouterr()
+  al.summarise(str(tmp_path / 'none'), ['gail'], DEMOS, records_dir=records)
+  assert '| finished, record |' in capsys.readouterr().out
+
+
+def test_plan_skips_a_recorded_cell_and_refuses_a_bad_record(study, tmp_path):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=str(records))
+  fresh = tmp_path / 'fresh'
+  action, command, note = al.cell_plan(str(fresh), DEMOS, 'gail', 1, 3000,
+                                       str(records))
+  assert (action, command) == ('skip', None)
+  assert note == f'finished (recorded in {records / "gail_s1.json"})'
+  # An interrupted run directory of a recorded cell is not resumed over it.
+  _write_run(fresh, 'gail', 1, [10.0], finished=False)
+  assert al.cell_plan(str(fresh), DEMOS, 'gail', 1, 3000,
+                      str(records))[0] == 'skip'
+  assert 'not 5000' in al.cell_plan(str(fresh), DEMOS, 'gail', 1, 5000,
+                                    str(records))[2]
+  # Without a record the cell starts.
+  assert al.cell_plan(str(fresh), DEMOS, 'gail', 2, 3000,
+                      str(records))[0] == 'start'
+  (records / 'gail_s1.json').write_text('{"format": "something else"}')
+  action, command, note = al.cell_plan(str(fresh), DEMOS, 'gail', 1, 3000,
+                                       str(records))
+  assert (action, command) == ('refuse', None)
+  assert 'gail_s1.json' in note and al.RECORD_FORMAT in note
+
+
+def test_a_bad_record_is_left_out_of_the_summary_by_name(study, tmp_path,
+                                                         capsys):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=str(records))
+  (records / 'gail_s1.json').write_text('not json')
+  result = al.summarise(str(tmp_path / 'none'), ['gail'], DEMOS,
+                        records_dir=str(records))
+  assert result['gail.seeds'] == 1
+  assert 'gail_s1.json' in capsys.readouterr().err
+
+
+def test_a_record_of_another_cell_is_refused(study, tmp_path):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=str(records))
+  os.replace(records / 'gail_s1.json', records / 'gail_s7.json')
+  with pytest.raises(al.RecordError, match="seed 1, expected 'gail' seed 7"):
+    al.read_record(str(records / 'gail_s7.json'), 'gail', 7)
+
+
+def test_another_runs_record_is_never_overwritten(study, capsys):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=str(records))
+  before = (records / 'gail_s0.json').read_bytes()
+  other = study.parent / 'other_runs'
+  _write_run(other, 'gail', 0, [50.0, 700.0])
+  al.summarise(str(other), ['gail'], DEMOS, records_dir=str(records))
+  assert (records / 'gail_s0.json').read_bytes() == before
+  assert 'records another run of this cell' in capsys.readouterr().err
+
+
+def test_each_runs_root_has_its_own_default_records_dir():
+  assert al.default_records_dir('/x/runs/ail_learning/') == os.path.join(
+      al.REPO_ROOT, 'bench', 'results', 'ail_learning')
+  assert al.default_records_dir('runs/ail_airl_bcfloor') == os.path.join(
+      al.REPO_ROOT, 'bench', 'results', 'ail_airl_bcfloor')
+
+
+def test_run_skips_a_cell_recorded_elsewhere(tmp_path, capsys):
+  runs = tmp_path / 'my_variant'
+  assert al.main(['run', '--kinds', 'gail', '--seeds', '0', '--dry_run',
+                  '--runs_root', str(runs)]) == 0
+  assert 'gail_s0: start (new)' in capsys.readouterr().out
+  records = tmp_path / 'records'
+  _write_run(tmp_path / 'elsewhere', 'gail', 0, [50.0, 800.0])
+  al.summarise(str(tmp_path / 'elsewhere'), ['gail'], DEMOS,
+               records_dir=str(records))
+  assert al.main(['run', '--kinds', 'gail', '--seeds', '0', '--dry_run',
+                  '--runs_root', str(runs), '--records_dir',
+                  str(records)]) == 0
+  assert 'gail_s0: skip (finished (recorded in' in capsys.readouterr().out
