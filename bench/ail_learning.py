@@ -129,12 +129,6 @@ def _read_json(path: str):
     return json.load(f)
 
 
-def read_run(run_dir: str, kind: str, seed: int, expert: float) -> dict:
-  """One run's evaluation curve and the figures the summary reports."""
-  curve, final, _ = run_parts(run_dir)
-  return figures(kind, seed, run_dir, curve, final, expert)
-
-
 def figures(kind: str, seed: int, source: str, curve: list, final, expert:
             float) -> dict:
   """The summary's figures of one cell, from its evaluation rows and its
