@@ -31,7 +31,10 @@ def _learner(**kw) -> MPOConfig:
   851 / 865 / 833 in 274-334 s per run (median 851; over these and the
   three earlier runs, median 849, none below 750). Acme JAX MPO's
   'current_and_next' (seeds 0-2, 2026-12-02) ended at 834 / 855 / 777
-  in 443-465 s per run: no better, 1.4-1.6x the wall clock."""
+  in 443-465 s per run: no better, 1.4-1.6x the wall clock; and 'current'
+  again (seeds 0-2, 2026-12-02) 824 / 863 / 851 in 415-427 s per run:
+  the same final return, earlier per env step on two seeds, ~1.35x the
+  wall clock."""
   kw.setdefault('estep_states', 'next')
   return MPOConfig(
       policy_optimizer=OptimizerConfig(
