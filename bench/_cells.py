@@ -109,6 +109,21 @@ def store_record(path: str, record: dict, label: str, origin: str) -> bool:
   return True
 
 
+def find_records(records_dir, names, run_name, seeds=None) -> list:
+  """[(name, seed, path)] for RECORDS_DIR/<name>_s<seed>.json, `run_name`
+  the study's regex of (name, seed); seeds=None takes every seed found."""
+  found = []
+  if records_dir and os.path.isdir(records_dir):
+    for entry in os.listdir(records_dir):
+      stem, ext = os.path.splitext(entry)
+      m = run_name.match(stem)
+      if (ext == '.json' and m and m.group(1) in names and
+          (seeds is None or int(m.group(2)) in seeds)):
+        found.append((m.group(1), int(m.group(2)),
+                      os.path.join(records_dir, entry)))
+  return found
+
+
 class RecordError(ValueError):
   """A record file that cannot be read as the cell it is named for."""
 

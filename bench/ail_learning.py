@@ -216,12 +216,8 @@ def read_record(path: str, kind: str, seed: int) -> tuple:
 def find_records(records_dir, kinds) -> dict:
   """{kind: {seed: path}} for RECORDS_DIR/<kind>_s<seed>.json."""
   found = {k: {} for k in kinds}
-  if records_dir and os.path.isdir(records_dir):
-    for entry in os.listdir(records_dir):
-      stem, ext = os.path.splitext(entry)
-      m = RUN_NAME.match(stem)
-      if ext == '.json' and m and m.group(1) in found:
-        found[m.group(1)][int(m.group(2))] = os.path.join(records_dir, entry)
+  for kind, seed, path in _cells.find_records(records_dir, kinds, RUN_NAME):
+    found[kind][seed] = path
   return found
 
 

@@ -141,7 +141,7 @@ MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
 # strategy -> TrainConfig fields outside `mpo` that it changes (most none).
 TRAIN_FIELDS = {s: {} for s in STRATEGIES}
 # 'next' with the learner time it saves spent on more SGD steps per env
-# step: its step is 1.63-1.68x faster than 'current' (bench/learner.py), so 64
+# step: its step is 1.63-1.79x faster than 'current' (bench/learner.py), so 64
 # samples per insert cost ~0.8x the learner time of 'current' at 48.
 STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
@@ -509,16 +509,7 @@ def read_record(path: str, strategy: str, seed: int) -> tuple:
 
 def find_records(records_dir, strategies, seeds=None) -> list:
   """[(strategy, seed, path)] for RECORDS_DIR/<strategy>_s<seed>.json."""
-  found = []
-  if records_dir and os.path.isdir(records_dir):
-    for entry in os.listdir(records_dir):
-      stem, ext = os.path.splitext(entry)
-      m = RUN_NAME.match(stem)
-      if (ext == '.json' and m and m.group(1) in strategies and
-          (seeds is None or int(m.group(2)) in seeds)):
-        found.append((m.group(1), int(m.group(2)),
-                      os.path.join(records_dir, entry)))
-  return found
+  return _cells.find_records(records_dir, strategies, RUN_NAME, seeds)
 
 
 def find_cells(runs_root: str, strategies, seeds=None) -> list:
