@@ -22,7 +22,7 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Five more
+weights (init=tandem). Six more
 strategies keep the reference's dual optimisation and change one or two other
 fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
 finding; run them with --strategies:
@@ -36,6 +36,12 @@ finding; run them with --strategies:
   adam1_next_spi64         adam1_next at 64 samples per insert (48 in
                            make_run): the critic work 'next' saves spent
                            on more SGD steps per env step
+  adam1_next_cosine        adam1_next with both network learning rates
+                           annealed from 3e-4 to 3e-5 along half a cosine
+                           over make_run's 18750 learner steps (100k env
+                           steps at 48 samples per insert, batch 256);
+                           refused for a config or budget with another
+                           learner-step count
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -122,8 +128,15 @@ DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
 # strategy -> the MPOConfig fields outside the duals that the study varies,
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
+# The network learning-rate schedules are pinned at the constant rate every
+# cell before adam1_next_cosine ran with.
 _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
-                 'policy_mean': 'linear'}
+                 'policy_mean': 'linear',
+                 'policy_optimizer.schedule': 'constant',
+                 'policy_optimizer.final_fraction': '1.0',
+                 'critic_optimizer.schedule': 'constant',
+                 'critic_optimizer.final_fraction': '1.0',
+                 'schedule_horizon': '1000000'}
 MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
@@ -146,6 +159,18 @@ TRAIN_FIELDS = {s: {} for s in STRATEGIES}
 STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
 TRAIN_FIELDS['adam1_next_spi64'] = {'samples_per_insert': '64.0'}
+# 'next' with the network learning rates annealed to a tenth by the budget:
+# the default's final returns (824-865 over eight runs) are those of policies
+# still moving at 3e-4; annealing asks whether a settled policy ends higher.
+# The horizon is make_run's learner steps at 100k env steps; `run` refuses
+# the strategy where the config and budget give another count.
+COSINE_HORIZON = 18_750
+STRATEGIES['adam1_next_cosine'] = STRATEGIES['adam1']
+MPO_FIELDS['adam1_next_cosine'] = dict(
+    _MPO_DEFAULTS, estep_states='next', schedule_horizon=str(COSINE_HORIZON),
+    **{f'{net}_optimizer.{k}': v for net in ('policy', 'critic')
+       for k, v in (('schedule', 'cosine'), ('final_fraction', '0.1'))})
+TRAIN_FIELDS['adam1_next_cosine'] = {}
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
@@ -925,8 +950,32 @@ def print_plan(args, cells: list) -> None:
         f'  log: {os.path.join(args.runs_root, name + ".log")}'))
 
 
+def horizon_mismatch(base, strategy: str, budget: int):
+  """Why `strategy` cannot run on `base` at `budget`, or None.
+
+  A strategy that pins a schedule horizon is meant to anneal by the end of
+  the run: on a config or budget whose learner-step count (budget ×
+  samples_per_insert / batch_size, what the rate limiter allows) differs, its
+  schedule would end early or never, which is another experiment."""
+  pinned = MPO_FIELDS[strategy].get('schedule_horizon')
+  if pinned is None or pinned == _MPO_DEFAULTS['schedule_horizon']:
+    return None
+  cfg = expected_config(base, strategy, 0)
+  steps = round(budget * cfg.samples_per_insert / cfg.mpo.batch_size)
+  if steps == int(pinned):
+    return None
+  return (f'{strategy} anneals over {pinned} learner steps, but '
+          f'{cfg.name} at --budget {budget} gives {steps} ({budget} env steps '
+          f'× samples_per_insert {cfg.samples_per_insert:g} / batch_size '
+          f'{cfg.mpo.batch_size})')
+
+
 def run(args) -> int:
   base = load_base_config(args.config)
+  bad = [m for m in (horizon_mismatch(base, s, args.budget)
+                     for s in args.strategies) if m]
+  if bad:
+    raise SystemExit('dual_study: ' + '; '.join(bad))
   if args.dry_run:
     print_plan(args, plan(args, base))
     return 0

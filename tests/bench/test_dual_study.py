@@ -33,6 +33,7 @@ EXPECTED = {
     'adam1_acme_init': (1, 'adam', 'gradient', 'before_update'),
     'adam1_cold': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_spi64': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_cosine': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -41,10 +42,15 @@ INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
 OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next': ('next', 'tandem'),
     'adam1_next_spi64': ('next', 'tandem'),
+    'adam1_next_cosine': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
 SAMPLES_PER_INSERT = {s: 48.0 for s in EXPECTED} | {'adam1_next_spi64': 64.0}
+# (schedule, final_fraction) of both network optimizers and the schedule
+# horizon of each strategy.
+SCHEDULES = {s: ('constant', 1.0, 1_000_000) for s in EXPECTED} | {
+    'adam1_next_cosine': ('cosine', 0.1, 18_750)}
 
 
 # ------------------------------------------------------------- strategies
@@ -74,9 +80,16 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert (cfg.mpo.estep_states, cfg.mpo.init) == OTHER[strategy]
   assert (d.init_temperature, d.penalty_temperature_start) == (
       INIT_TEMPERATURES[strategy])
-  # Nothing outside the duals, the E-step's states and the initialisers
-  # moves.
-  varied = {'duals': None, 'estep_states': None, 'init': None}
+  kind, final, horizon = SCHEDULES[strategy]
+  for opt in (cfg.mpo.policy_optimizer, cfg.mpo.critic_optimizer):
+    assert (opt.schedule, opt.final_fraction, opt.learning_rate) == (
+        kind, final, 3e-4)
+  assert cfg.mpo.schedule_horizon == horizon
+  # Nothing outside the duals, the E-step's states, the initialisers and the
+  # schedules moves.
+  varied = {'duals': None, 'estep_states': None, 'init': None,
+            'policy_optimizer': None, 'critic_optimizer': None,
+            'schedule_horizon': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
   # Outside `mpo` only the replay ratio may move, and only where stated.
@@ -112,7 +125,25 @@ def test_strategies_are_pairwise_different():
   base = cli.load_named_config(MAKE_RUN)
   cfgs = [ds.expected_config(base, s, 0) for s in EXPECTED]
   assert len({(repr(c.mpo.duals), c.mpo.estep_states, c.mpo.init,
-               c.samples_per_insert) for c in cfgs}) == len(EXPECTED)
+               c.samples_per_insert, c.mpo.policy_optimizer,
+               c.mpo.critic_optimizer, c.mpo.schedule_horizon)
+              for c in cfgs}) == len(EXPECTED)
+
+
+def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
+    tmp_path, capsys):
+  base = cli.load_named_config(MAKE_RUN)
+  # make_run at 100k env steps: 100000 x 48 / 256 learner steps.
+  assert ds.horizon_mismatch(base, 'adam1_next_cosine', 100_000) is None
+  assert ds.horizon_mismatch(base, 'adam1', 50_000) is None
+  why = ds.horizon_mismatch(base, 'adam1_next_cosine', 50_000)
+  assert 'adam1_next_cosine' in why and '18750' in why and '9375' in why
+  # Refused before any cell runs, naming the strategy.
+  with pytest.raises(SystemExit, match='adam1_next_cosine anneals over'):
+    ds.main(['run', '--strategies', 'adam1,adam1_next_cosine', '--seeds',
+             '0', '--budget', '50000', '--runs_root', str(tmp_path / 'r'),
+             '--records_dir', str(tmp_path / 'rec')])
+  assert not (tmp_path / 'r').exists()
 
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
