@@ -1,14 +1,15 @@
 """The dual-optimisation study (issue 10, item 4): every (strategy, seed)
 cell of an MPO task, then a table of how well and how fast each strategy
-learns, with a paired comparison against the reference (`adam1`).
+learns, with a paired comparison against the reference (`adam1`, or the
+strategy --reference names).
 
     python bench/dual_study.py run [--config configs/mpo.py:make_run]
         [--task_label cartpole:swingup] [--strategies adam1,adam10,...]
         [--seeds 0,1,2,3,4] [--budget 100000] [--runs_root DIR] [--png PNG]
-        [--records_dir DIR] [--dry_run]
+        [--records_dir DIR] [--reference adam1] [--dry_run]
     python bench/dual_study.py summary [--config ...] [--task_label ...]
         [--strategies ...] [--seeds ...] [--budget N] [--runs_root DIR]
-        [--png PNG] [--records_dir DIR]
+        [--png PNG] [--records_dir DIR] [--reference adam1]
 
 Strategies (each pins every field that tells them apart, so a later change
 of the named config's dual defaults cannot change what a strategy means):
@@ -670,13 +671,14 @@ def _paired_text(p) -> str:
           + (f", {p['ties']} tied" if p['ties'] else '') + ')')
 
 
-def _strategy_rows(strategies, stats: dict) -> list:
+def _strategy_rows(strategies, stats: dict, reference: str = REFERENCE
+                   ) -> list:
   """The per-strategy table."""
   lines = ['| strategy | counted | final return median (min–max) | '
            'AUC median (min–max) | env steps to 50% (reached) | '
            'env steps to 90% (reached) | mean abs temperature dual '
-           'residual | mean kl_q_rel | paired Δ final vs adam1 | '
-           'paired Δ AUC vs adam1 |',
+           f'residual | mean kl_q_rel | paired Δ final vs {reference} | '
+           f'paired Δ AUC vs {reference} |',
            '|:---|---:|---:|---:|---:|---:|---:|---:|:---|:---|']
   for s in strategies:
     st = stats[s]
@@ -714,18 +716,20 @@ def _cell_rows(cells: list) -> list:
   return lines
 
 
-READING_NOTE = (
-    'AUC: area under the evaluation return over env steps, divided by the '
-    'budget (the run\'s average return). Env steps to a threshold: median '
-    'over the seeds that reached it; – where fewer than half of the '
-    'strategy\'s counted seeds reached it. Paired Δ: per seed, strategy '
-    'minus adam1, over the seeds both counted; "better" counts seeds where '
-    'the strategy is higher. Only finished cells whose config.json is the '
-    'strategy\'s and the seed\'s are counted.')
+def reading_note(reference: str = REFERENCE) -> str:
+  return (
+      'AUC: area under the evaluation return over env steps, divided by the '
+      'budget (the run\'s average return). Env steps to a threshold: median '
+      'over the seeds that reached it; – where fewer than half of the '
+      'strategy\'s counted seeds reached it. Paired Δ: per seed, strategy '
+      f'minus {reference}, over the seeds both counted; "better" counts '
+      'seeds where the strategy is higher. Only finished cells whose '
+      'config.json is the strategy\'s and the seed\'s are counted.')
 
 
 def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
-             cells: list, best, best_median) -> str:
+             cells: list, best, best_median, reference: str = REFERENCE
+             ) -> str:
   """The study's tables and their reading notes."""
   shown = os.path.relpath(config_spec, REPO_ROOT)  # as committed tables
   if shown.startswith('..'):                        # would name it
@@ -738,8 +742,8 @@ def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
     lines.append(f'Thresholds: 50% = {0.5 * best_median:.1f} and 90% = '
                  f'{0.9 * best_median:.1f} of the best strategy\'s median '
                  f'final return ({best}, {best_median:.1f}).')
-  lines += [''] + _strategy_rows(strategies, stats)
-  lines += ['', READING_NOTE, ''] + _cell_rows(cells)
+  lines += [''] + _strategy_rows(strategies, stats, reference)
+  lines += ['', reading_note(reference), ''] + _cell_rows(cells)
   flagged = [c for c in cells if c['problems']]
   if flagged:
     lines += ['', 'Not counted (the run is not this study\'s cell):']
@@ -872,12 +876,14 @@ _NO_LEARNER = {'mean_abs_temperature_dual_residual': None,
 
 def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
               budget=None, task=None, png=None, quiet=False,
-              records_dir=None) -> dict:
+              records_dir=None, reference: str = REFERENCE) -> dict:
   """Reads the cells (run directories under runs_root and, where given,
   records under records_dir), records every counted cell read from a run
   directory into records_dir, writes dual_study.md, dual_study.csv and the
   PNG, prints the Markdown and the JSON line (unless quiet); returns a dict
-  with the cells, the per-strategy stats and the JSON line."""
+  with the cells, the per-strategy stats and the JSON line. The paired
+  columns are each strategy minus `reference` (– where it is not among
+  `strategies`)."""
   base = load_base_config(config_spec)
   task = task or base.env
   found = collect(runs_root, records_dir, strategies, seeds)
@@ -903,10 +909,10 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
                  for s in strategies}
   best, best_median = best_strategy(by_strategy)
   add_thresholds(cells, best_median)
-  reference = by_strategy.get(REFERENCE, [])
-  stats = {s: strategy_stats(by_strategy[s], reference) for s in strategies}
+  ref_cells = by_strategy.get(reference, [])
+  stats = {s: strategy_stats(by_strategy[s], ref_cells) for s in strategies}
   text = markdown(task, config_spec, budget, strategies, stats, cells, best,
-                  best_median)
+                  best_median, reference)
   line = json_line(task, strategies, stats, cells)
   os.makedirs(runs_root, exist_ok=True)
   with open(os.path.join(runs_root, 'dual_study.md'), 'w') as f:
@@ -1021,10 +1027,17 @@ def run(args) -> int:
 def _summary(args) -> dict:
   return summarise(args.runs_root, args.config, args.strategies,
                    args.seeds, args.budget, args.task_label, args.png,
-                   records_dir=args.records_dir)
+                   records_dir=args.records_dir, reference=args.reference)
 
 
 # ------------------------------------------------------------------- main
+
+
+def _reference(text: str) -> str:
+  if text not in STRATEGIES:
+    raise argparse.ArgumentTypeError(
+        f'expected one of {",".join(STRATEGIES)}, got {text!r}')
+  return text
 
 
 def _strategies(text: str) -> list:
@@ -1069,6 +1082,9 @@ def make_parser() -> argparse.ArgumentParser:
                    default=list(DUAL_STRATEGIES),
                    help='comma-separated subset of ' + ','.join(STRATEGIES)
                    + ' (default: the first five)')
+    q.add_argument('--reference', type=_reference, default=REFERENCE,
+                   help='the strategy the paired columns subtract (default '
+                   '%(default)s; – where it is not among --strategies)')
     q.add_argument('--runs_root', help='default: runs/dual_study_<config '
                    'name> in the repo')
     q.add_argument('--png', help='default: RUNS_ROOT/dual_study.png')

@@ -426,6 +426,25 @@ def test_summary_strategy_stats_and_none_rule(study):
   assert 'paired_final_return' not in a1  # the reference is not paired
 
 
+def test_another_reference_turns_the_pairing_round(study, capsys):
+  stats = ds.summarise(str(study), TINY, ['adam1', 'adam10'], quiet=True,
+                       reference='adam10')['stats']
+  # adam1 minus adam10, seed by seed: 200-250, 300-350, 400-100.
+  assert stats['adam1']['paired_final_return']['differences'] == [
+      -50.0, -50.0, 300.0]
+  assert 'paired_final_return' not in stats['adam10']
+  rc, out = _summary(study, capsys, '--reference', 'adam10')
+  assert rc == 0
+  assert 'paired Δ final vs adam10 | paired Δ AUC vs adam10 |' in out
+  assert 'strategy minus adam10' in out
+  assert '| adam1 | 3/4 | ' in out and '| -50.0 (1 better, 2 worse) |' in out
+  # A reference outside --strategies leaves the columns empty, not wrong.
+  rc, out = _summary(study, capsys, '--reference', 'exact_after')
+  assert 'vs exact_after' in out and 'reference |' not in out
+  with pytest.raises(SystemExit):
+    ds.make_parser().parse_args(['summary', '--reference', 'adam2'])
+
+
 def test_median_reached_counts_half_as_enough():
   assert ds.median_reached([100, None]) == 100
   assert ds.median_reached([100, 300, None, None]) == 200
