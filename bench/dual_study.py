@@ -23,7 +23,7 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Six more
+weights (init=tandem). Seven more
 strategies keep the reference's dual optimisation and change one or two other
 fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
 finding; run them with --strategies:
@@ -43,6 +43,9 @@ finding; run them with --strategies:
                            steps at 48 samples per insert, batch 256);
                            refused for a config or budget with another
                            learner-step count
+  adam1_next_n40           adam1_next with 40 action samples per state
+                           (20 elsewhere): the critic work 'next' saves
+                           spent on the E-step's and bootstrap's samples
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -137,7 +140,7 @@ _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_optimizer.final_fraction': '1.0',
                  'critic_optimizer.schedule': 'constant',
                  'critic_optimizer.final_fraction': '1.0',
-                 'schedule_horizon': '1000000'}
+                 'schedule_horizon': '1000000', 'num_samples': '20'}
 MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
@@ -172,6 +175,13 @@ MPO_FIELDS['adam1_next_cosine'] = dict(
     **{f'{net}_optimizer.{k}': v for net in ('policy', 'critic')
        for k, v in (('schedule', 'cosine'), ('final_fraction', '0.1'))})
 TRAIN_FIELDS['adam1_next_cosine'] = {}
+# 'next' with the critic work it saves spent on twice the action samples per
+# state (40 at s' instead of 20 at s and 20 at s'): the same target-critic
+# evaluations per step as 'current', a less noisy E-step and bootstrap.
+STRATEGIES['adam1_next_n40'] = STRATEGIES['adam1']
+MPO_FIELDS['adam1_next_n40'] = dict(_MPO_DEFAULTS, estep_states='next',
+                                    num_samples='40')
+TRAIN_FIELDS['adam1_next_n40'] = {}
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000

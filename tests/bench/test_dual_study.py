@@ -34,6 +34,7 @@ EXPECTED = {
     'adam1_cold': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_spi64': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_cosine': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_n40': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -43,6 +44,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next': ('next', 'tandem'),
     'adam1_next_spi64': ('next', 'tandem'),
     'adam1_next_cosine': ('next', 'tandem'),
+    'adam1_next_n40': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -51,6 +53,8 @@ SAMPLES_PER_INSERT = {s: 48.0 for s in EXPECTED} | {'adam1_next_spi64': 64.0}
 # horizon of each strategy.
 SCHEDULES = {s: ('constant', 1.0, 1_000_000) for s in EXPECTED} | {
     'adam1_next_cosine': ('cosine', 0.1, 18_750)}
+# MPOConfig.num_samples of each strategy.
+NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40}
 
 
 # ------------------------------------------------------------- strategies
@@ -85,11 +89,12 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
     assert (opt.schedule, opt.final_fraction, opt.learning_rate) == (
         kind, final, 3e-4)
   assert cfg.mpo.schedule_horizon == horizon
+  assert cfg.mpo.num_samples == NUM_SAMPLES[strategy]
   # Nothing outside the duals, the E-step's states, the initialisers and the
   # schedules moves.
   varied = {'duals': None, 'estep_states': None, 'init': None,
             'policy_optimizer': None, 'critic_optimizer': None,
-            'schedule_horizon': None}
+            'schedule_horizon': None, 'num_samples': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
   # Outside `mpo` only the replay ratio may move, and only where stated.
@@ -126,7 +131,8 @@ def test_strategies_are_pairwise_different():
   cfgs = [ds.expected_config(base, s, 0) for s in EXPECTED]
   assert len({(repr(c.mpo.duals), c.mpo.estep_states, c.mpo.init,
                c.samples_per_insert, c.mpo.policy_optimizer,
-               c.mpo.critic_optimizer, c.mpo.schedule_horizon)
+               c.mpo.critic_optimizer, c.mpo.schedule_horizon,
+               c.mpo.num_samples)
               for c in cfgs}) == len(EXPECTED)
 
 
