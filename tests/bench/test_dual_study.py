@@ -35,6 +35,7 @@ EXPECTED = {
     'adam1_next_spi64': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_cosine': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_n40': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_n10': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -45,6 +46,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_spi64': ('next', 'tandem'),
     'adam1_next_cosine': ('next', 'tandem'),
     'adam1_next_n40': ('next', 'tandem'),
+    'adam1_next_n10': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -54,7 +56,8 @@ SAMPLES_PER_INSERT = {s: 48.0 for s in EXPECTED} | {'adam1_next_spi64': 64.0}
 SCHEDULES = {s: ('constant', 1.0, 1_000_000) for s in EXPECTED} | {
     'adam1_next_cosine': ('cosine', 0.1, 18_750)}
 # MPOConfig.num_samples of each strategy.
-NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40}
+NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40,
+                                           'adam1_next_n10': 10}
 
 
 # ------------------------------------------------------------- strategies
