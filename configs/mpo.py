@@ -79,6 +79,10 @@ def make_run() -> TrainConfig:
 
 
 def walker() -> TrainConfig:
+  """dm_control walker:walk. Its 'next' was measured on walker:stand
+  (100k env steps, seeds 0-4, 2026-12-02): 203 / 267 / 286 / 235 / 228
+  against 'current''s 202 / 235 / 242 / 195 / 309 in 188-201 s per run
+  against 398-453 s (BENCHMARKS.md)."""
   return TrainConfig(name='walker_walk', env='walker:walk',
                      env_step_budget=1_000_000, samples_per_insert=32.0,
                      num_actors=4, mpo=_learner())
