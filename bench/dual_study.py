@@ -133,8 +133,8 @@ DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
 # strategy -> the MPOConfig fields outside the duals that the study varies,
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
-# The network learning-rate schedules are pinned at the constant rate every
-# cell before adam1_next_cosine ran with.
+# The network learning-rate schedules and the number of action samples are
+# pinned at the values every cell before adam1_next_cosine ran with.
 _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_mean': 'linear',
                  'policy_optimizer.schedule': 'constant',
@@ -165,8 +165,8 @@ STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
 TRAIN_FIELDS['adam1_next_spi64'] = {'samples_per_insert': '64.0'}
 # 'next' with the network learning rates annealed to a tenth by the budget:
-# the default's final returns (824-865 over eight runs) are those of policies
-# still moving at 3e-4; annealing asks whether a settled policy ends higher.
+# asks whether a policy settled by a decaying rate ends above the default's
+# plateau (824-865 over eight runs). It did not (BENCHMARKS.md).
 # The horizon is make_run's learner steps at 100k env steps; `run` refuses
 # the strategy where the config and budget give another count.
 COSINE_HORIZON = 18_750

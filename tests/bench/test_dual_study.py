@@ -140,7 +140,7 @@ def test_strategies_are_pairwise_different():
 
 
 def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
-    tmp_path, capsys):
+    tmp_path):
   base = cli.load_named_config(MAKE_RUN)
   # make_run at 100k env steps: 100000 x 48 / 256 learner steps.
   assert ds.horizon_mismatch(base, 'adam1_next_cosine', 100_000) is None
