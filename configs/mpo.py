@@ -27,9 +27,9 @@ def _learner(**kw) -> MPOConfig:
   -18 / +37 / +1, while each run took 839-866 s against 1221-1397 s: the
   same learning per env step within seed noise for ~1.5x less wall clock
   (its learner step is 1.63-1.79x faster side by side, bench/learner.py).
-  Measured again on 2026-12-02 (seeds 0-4, nothing beside them): 847 / 852 /
-  851 / 865 / 833 in 274-334 s per run (median 851; over these and the
-  three earlier runs, median 849, none below 750). Acme JAX MPO's
+  Measured again on 2026-12-02 (seeds 0-7, nothing beside them): 847 / 852 /
+  851 / 865 / 833 / 764 / 865 / 861 in 242-334 s per run (median 852; over
+  these and the three earlier runs, median 851, none below 750). Acme JAX MPO's
   'current_and_next' (seeds 0-2, 2026-12-02) ended at 834 / 855 / 777
   in 443-465 s per run: no better, 1.4-1.6x the wall clock; and 'current'
   again (seeds 0-2, 2026-12-02) 824 / 863 / 851 in 415-427 s per run:
