@@ -870,12 +870,11 @@ def collect(runs_root: str, records_dir, strategies, seeds=None) -> list:
   out = []
   for key in sorted(set(runs) | set(recs), key=lambda k: (order[k[0]], k[1])):
     run_dir, path = runs.get(key), recs.get(key)
-    # An unfinished run directory's logs are read only where no record
-    # stands in for it.
-    if run_dir is not None and (path is None or _read_json(
-        os.path.join(run_dir, 'final.json')) is not None):
-      out.append(key + (run_dir, run_parts(run_dir)))
-      continue
+    if run_dir is not None:
+      parts = run_parts(run_dir)
+      if parts[0] is not None or path is None:
+        out.append(key + (run_dir, parts))
+        continue
     try:
       parts = read_record(path, *key)
     except RecordError as e:
