@@ -109,6 +109,11 @@ def store_record(path: str, record: dict, label: str, origin: str) -> bool:
   return True
 
 
+def record_path(records_dir: str, name: str, seed: int) -> str:
+  """RECORDS_DIR/<name>_s<seed>.json: the file find_records lists."""
+  return os.path.join(records_dir, f'{name}_s{seed}.json')
+
+
 def find_records(records_dir, names, run_name, seeds=None) -> list:
   """[(name, seed, path)] for RECORDS_DIR/<name>_s<seed>.json, `run_name`
   the study's regex of (name, seed); seeds=None takes every seed found."""

@@ -183,10 +183,6 @@ def default_records_dir(runs_root: str) -> str:
                       os.path.basename(os.path.normpath(runs_root)))
 
 
-def record_path(records_dir: str, kind: str, seed: int) -> str:
-  return os.path.join(records_dir, f'{kind}_s{seed}.json')
-
-
 def make_record(kind: str, seed: int, curve: list, final: dict,
                 config) -> dict:
   return {'format': RECORD_FORMAT, 'kind': kind, 'seed': seed,
@@ -226,7 +222,7 @@ def store_record(records_dir: str, kind: str, seed: int, run_dir: str,
   """Records a finished run directory from its run_parts (never over
   another run's record)."""
   curve, final, config = parts
-  return _cells.store_record(record_path(records_dir, kind, seed),
+  return _cells.store_record(_cells.record_path(records_dir, kind, seed),
                              make_record(kind, seed, curve, final, config),
                              'ail_learning', run_dir)
 
@@ -435,7 +431,8 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
       done_budget = None
     return 'skip', None, 'finished' + _budget_note(
         done_budget, budget, 'the run directory')
-  record = record_path(records_dir, kind, seed) if records_dir else None
+  record = (_cells.record_path(records_dir, kind, seed) if records_dir
+            else None)
   if record is not None and os.path.exists(record):
     # Finished on another machine: never rerun over it, nor resume an
     # interrupted run directory of it here.

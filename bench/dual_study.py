@@ -323,7 +323,7 @@ def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
   run_dir = os.path.join(runs_root, cell_name(strategy, seed))
   recorded = _read_json(os.path.join(run_dir, 'config.json'))
   finished = os.path.isfile(os.path.join(run_dir, 'final.json'))
-  record = (record_path(records_dir, strategy, seed) if records_dir
+  record = (_cells.record_path(records_dir, strategy, seed) if records_dir
             else None)
   if not finished and record is not None and os.path.exists(record):
     return record_plan(record, base, strategy, seed, budget)
@@ -503,10 +503,6 @@ RecordError = _cells.RecordError  # a record that cannot be read as its cell
 def default_records_dir(config_name: str) -> str:
   return os.path.join(REPO_ROOT, 'bench', 'results',
                       f'dual_study_{config_name}')
-
-
-def record_path(records_dir: str, strategy: str, seed: int) -> str:
-  return os.path.join(records_dir, cell_name(strategy, seed) + '.json')
 
 
 def make_record(strategy: str, seed: int, final: dict, recorded: dict,
@@ -915,7 +911,7 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
     else:
       cell = cell_figures(s, seed, source, *parts, expected, budget)
       if records_dir and cell['counted'] and os.path.isdir(source):
-        path = record_path(records_dir, s, seed)
+        path = _cells.record_path(records_dir, s, seed)
         if store_record(path, make_record(s, seed, *parts)):
           recorded.append(path)
     cells.append(cell)
