@@ -36,6 +36,7 @@ EXPECTED = {
     'adam1_next_cosine': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_n40': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_n10': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_lr6e4': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -47,6 +48,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_cosine': ('next', 'tandem'),
     'adam1_next_n40': ('next', 'tandem'),
     'adam1_next_n10': ('next', 'tandem'),
+    'adam1_next_lr6e4': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -58,6 +60,8 @@ SCHEDULES = {s: ('constant', 1.0, 1_000_000) for s in EXPECTED} | {
 # MPOConfig.num_samples of each strategy.
 NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40,
                                            'adam1_next_n10': 10}
+# Both network learning rates of each strategy.
+LEARNING_RATES = {s: 3e-4 for s in EXPECTED} | {'adam1_next_lr6e4': 6e-4}
 
 
 # ------------------------------------------------------------- strategies
@@ -90,7 +94,7 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   kind, final, horizon = SCHEDULES[strategy]
   for opt in (cfg.mpo.policy_optimizer, cfg.mpo.critic_optimizer):
     assert (opt.schedule, opt.final_fraction, opt.learning_rate) == (
-        kind, final, 3e-4)
+        kind, final, LEARNING_RATES[strategy])
   assert cfg.mpo.schedule_horizon == horizon
   assert cfg.mpo.num_samples == NUM_SAMPLES[strategy]
   # Nothing outside the duals, the E-step's states, the initialisers and the
