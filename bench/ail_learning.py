@@ -78,7 +78,8 @@ def expert_mean(demos: str) -> tuple[float, str]:
 
 
 def find_runs(runs_root: str, kinds) -> dict:
-  """{kind: [(seed, run_dir), ...] sorted by seed} for RUNS_ROOT/<kind>_s<seed>."""
+  """{kind: [(seed, run_dir), ...] sorted by seed} for each
+  RUNS_ROOT/<kind>_s<seed>."""
   found = {k: [] for k in kinds}
   if os.path.isdir(runs_root):
     for entry in os.listdir(runs_root):

@@ -315,6 +315,18 @@ def _run_episode(env, actor, record: bool):
   return total, steps
 
 
+def first_evaluation_at(env_steps: int, period: int) -> int:
+  """The global env step at which an evaluator that finds `env_steps` on
+  the counter evaluates first.
+
+  Within the first period it evaluates at once, so every run's curve starts
+  with its initial policy whether the evaluator or the actors started
+  first (it used to do so only when no env step had been counted yet);
+  later (a resume) at the next multiple of `period`.
+  """
+  return 0 if env_steps < period else (env_steps // period + 1) * period
+
+
 class EvaluatorNode:
 
   def __init__(self, train_config, counter, learner, run_dir: str,
@@ -390,8 +402,7 @@ class EvaluatorNode:
   def _loop(self):
     period = self._tc.eval_period_env_steps
     counts = call(self._counter, 'get_counts')
-    next_eval = (counts['env_steps'] // period + 1) * period \
-        if counts['env_steps'] else 0
+    next_eval = first_evaluation_at(counts['env_steps'], period)
     while not stop_requested(1.0):
       counts = call(self._counter, 'get_counts')
       if counts['env_steps'] >= self._tc.env_step_budget:

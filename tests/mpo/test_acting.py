@@ -150,3 +150,13 @@ def test_each_resume_draws_new_actor_and_evaluator_streams_reproducibly():
   assert node._root == acting.launch_seed_path(tc.seed, 3)  # pylint: disable=protected-access
   ev = acting.EvaluatorNode(tc, None, None, '/tmp/x', segment=2)
   assert ev._root == acting.launch_seed_path(tc.seed, 2)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('env_steps, expected', [
+    (0, 0), (1, 0), (1_400, 0), (9_999, 0), (10_000, 20_000),
+    (55_000, 60_000)])
+def test_first_evaluation_is_at_once_in_the_first_period(env_steps, expected):
+  # A fresh run evaluates its initial policy however many env steps the
+  # actors counted before the evaluator started; a resumed one waits for
+  # its next multiple of the period.
+  assert acting.first_evaluation_at(env_steps, 10_000) == expected
