@@ -23,7 +23,7 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Nine more
+weights (init=tandem). Ten more
 strategies keep the reference's dual optimisation and change one or two other
 fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
 finding; run them with --strategies:
@@ -49,6 +49,8 @@ finding; run them with --strategies:
   adam1_next_n10           adam1_next with 10 action samples per state
   adam1_next_lr6e4         adam1_next with both network learning rates
                            at 6e-4 (3e-4 elsewhere)
+  adam1_next_scale03       adam1_next with the policy's initial stddev
+                           at 0.3 (0.5 elsewhere)
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -135,8 +137,8 @@ DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
 # strategy -> the MPOConfig fields outside the duals that the study varies,
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
-# The network learning rates and their schedules and the number of action
-# samples are pinned at the values every cell before adam1_next_cosine ran
+# The network learning rates and their schedules, the number of action
+# samples and the policy's initial stddev are pinned at the values every cell before adam1_next_cosine ran
 # with.
 _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_mean': 'linear',
@@ -146,7 +148,8 @@ _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_optimizer.final_fraction': '1.0',
                  'critic_optimizer.schedule': 'constant',
                  'critic_optimizer.final_fraction': '1.0',
-                 'schedule_horizon': '1000000', 'num_samples': '20'}
+                 'schedule_horizon': '1000000', 'num_samples': '20',
+                 'policy_init_scale': '0.5'}
 MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
@@ -201,6 +204,14 @@ MPO_FIELDS['adam1_next_lr6e4'] = dict(
     **{f'{net}_optimizer.learning_rate': '0.0006'
        for net in ('policy', 'critic')})
 TRAIN_FIELDS['adam1_next_lr6e4'] = {}
+# 'next' with the policy's initial stddev at 0.3, not 0.5. The stddev hardly
+# moves in 100k env steps (α_stddev starts at 1000: 0.47-0.51 at the end),
+# so it sets the actors' noise for the whole run while the evaluator acts
+# with the mean: asks whether less noise refines the swung-up policy more.
+STRATEGIES['adam1_next_scale03'] = STRATEGIES['adam1']
+MPO_FIELDS['adam1_next_scale03'] = dict(
+    _MPO_DEFAULTS, estep_states='next', policy_init_scale='0.3')
+TRAIN_FIELDS['adam1_next_scale03'] = {}
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000

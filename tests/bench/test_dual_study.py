@@ -37,6 +37,7 @@ EXPECTED = {
     'adam1_next_n40': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_n10': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_lr6e4': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_scale03': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -49,6 +50,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_n40': ('next', 'tandem'),
     'adam1_next_n10': ('next', 'tandem'),
     'adam1_next_lr6e4': ('next', 'tandem'),
+    'adam1_next_scale03': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -62,6 +64,8 @@ NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40,
                                            'adam1_next_n10': 10}
 # Both network learning rates of each strategy.
 LEARNING_RATES = {s: 3e-4 for s in EXPECTED} | {'adam1_next_lr6e4': 6e-4}
+# MPOConfig.policy_init_scale of each strategy.
+INIT_SCALES = {s: 0.5 for s in EXPECTED} | {'adam1_next_scale03': 0.3}
 
 
 # ------------------------------------------------------------- strategies
@@ -97,11 +101,13 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
         kind, final, LEARNING_RATES[strategy])
   assert cfg.mpo.schedule_horizon == horizon
   assert cfg.mpo.num_samples == NUM_SAMPLES[strategy]
+  assert cfg.mpo.policy_init_scale == INIT_SCALES[strategy]
   # Nothing outside the duals, the E-step's states, the initialisers and the
   # schedules moves.
   varied = {'duals': None, 'estep_states': None, 'init': None,
             'policy_optimizer': None, 'critic_optimizer': None,
-            'schedule_horizon': None, 'num_samples': None}
+            'schedule_horizon': None, 'num_samples': None,
+            'policy_init_scale': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
   # Outside `mpo` only the replay ratio may move, and only where stated.
@@ -139,7 +145,7 @@ def test_strategies_are_pairwise_different():
   assert len({(repr(c.mpo.duals), c.mpo.estep_states, c.mpo.init,
                c.samples_per_insert, c.mpo.policy_optimizer,
                c.mpo.critic_optimizer, c.mpo.schedule_horizon,
-               c.mpo.num_samples)
+               c.mpo.num_samples, c.mpo.policy_init_scale)
               for c in cfgs}) == len(EXPECTED)
 
 
