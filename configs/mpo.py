@@ -18,7 +18,11 @@ def _learner(**kw) -> MPOConfig:
 
   3e-4: at one SGD step per 8 env steps (samples_per_insert 32 at batch 256)
   Acme's 1e-4 learned too slowly for a 100k-step budget (cartpole:swingup
-  eval 426 at 100k; 850 with 3e-4, see BENCHMARKS.md).
+  eval 426 at 100k; 850 with 3e-4, see BENCHMARKS.md). Not 6e-4 (make_run,
+  'next', seeds 0-7, 2026-12-02): it swung up sooner (90% of the best median
+  return by 60k env steps against 75k) but ended at 840 / 856 / 806 / 854 /
+  863 / 842 / 738 / 841 (median 841, paired median -9, one seed below 750)
+  against 3e-4's 847 / 852 / 851 / 865 / 833 / 764 / 865 / 861 (median 852).
 
   'next' (one sample set at s' serves the bootstrap and the E-step, as
   Acme's TF MPO): on cartpole:swingup (make_run, 100k env steps, seeds
