@@ -138,8 +138,8 @@ DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
 # The network learning rates and their schedules, the number of action
-# samples and the policy's initial stddev are pinned at the values every cell before adam1_next_cosine ran
-# with.
+# samples and the policy's initial stddev are pinned at the values every
+# cell before adam1_next_cosine ran with.
 _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_mean': 'linear',
                  'policy_optimizer.learning_rate': '0.0003',

@@ -102,8 +102,8 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert cfg.mpo.schedule_horizon == horizon
   assert cfg.mpo.num_samples == NUM_SAMPLES[strategy]
   assert cfg.mpo.policy_init_scale == INIT_SCALES[strategy]
-  # Nothing outside the duals, the E-step's states, the initialisers and the
-  # schedules moves.
+  # Nothing outside the duals, the E-step's states, the initialisers, the
+  # network optimizers, the sample count and the initial stddev moves.
   varied = {'duals': None, 'estep_states': None, 'init': None,
             'policy_optimizer': None, 'critic_optimizer': None,
             'schedule_horizon': None, 'num_samples': None,
