@@ -23,7 +23,7 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_after   the exact solve, weighted with the solved temperature
 Each of those improves the policy at s (estep_states=current, as the
 study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Ten more
+weights (init=tandem). Eleven more
 strategies keep the reference's dual optimisation and change one or two other
 fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
 finding; run them with --strategies:
@@ -51,6 +51,7 @@ finding; run them with --strategies:
                            at 6e-4 (3e-4 elsewhere)
   adam1_next_scale03       adam1_next with the policy's initial stddev
                            at 0.3 (0.5 elsewhere)
+  adam1_next_scale07       the same at 0.7 (Acme's network default)
 
 `run` trains the cells one at a time, strategy-major, each as
 `python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
@@ -209,10 +210,13 @@ TRAIN_FIELDS['adam1_next_lr6e4'] = {}
 # so it sets the actors' noise for the whole run while the evaluator acts
 # with the mean: asks whether less noise refines the swung-up policy more.
 # It delayed the swing-up instead (BENCHMARKS.md).
-STRATEGIES['adam1_next_scale03'] = STRATEGIES['adam1']
-MPO_FIELDS['adam1_next_scale03'] = dict(
-    _MPO_DEFAULTS, estep_states='next', policy_init_scale='0.3')
-TRAIN_FIELDS['adam1_next_scale03'] = {}
+# So the other way: 0.7, the default of Acme's make_control_networks.
+for _scale in ('03', '07'):
+  STRATEGIES[f'adam1_next_scale{_scale}'] = STRATEGIES['adam1']
+  MPO_FIELDS[f'adam1_next_scale{_scale}'] = dict(
+      _MPO_DEFAULTS, estep_states='next',
+      policy_init_scale=f'{_scale[0]}.{_scale[1]}')
+  TRAIN_FIELDS[f'adam1_next_scale{_scale}'] = {}
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000

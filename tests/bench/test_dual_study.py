@@ -38,6 +38,7 @@ EXPECTED = {
     'adam1_next_n10': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_lr6e4': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_scale03': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_scale07': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -51,6 +52,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_n10': ('next', 'tandem'),
     'adam1_next_lr6e4': ('next', 'tandem'),
     'adam1_next_scale03': ('next', 'tandem'),
+    'adam1_next_scale07': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -65,7 +67,8 @@ NUM_SAMPLES = {s: 20 for s in EXPECTED} | {'adam1_next_n40': 40,
 # Both network learning rates of each strategy.
 LEARNING_RATES = {s: 3e-4 for s in EXPECTED} | {'adam1_next_lr6e4': 6e-4}
 # MPOConfig.policy_init_scale of each strategy.
-INIT_SCALES = {s: 0.5 for s in EXPECTED} | {'adam1_next_scale03': 0.3}
+INIT_SCALES = {s: 0.5 for s in EXPECTED} | {'adam1_next_scale03': 0.3,
+                                            'adam1_next_scale07': 0.7}
 
 
 # ------------------------------------------------------------- strategies
