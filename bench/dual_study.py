@@ -167,56 +167,55 @@ STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03',
 MPO_FIELDS['adam1_cold'] = dict(_MPO_DEFAULTS)
 # strategy -> TrainConfig fields outside `mpo` that it changes (most none).
 TRAIN_FIELDS = {s: {} for s in STRATEGIES}
+
+
+def _next_variant(name: str, mpo: dict | None = None,
+                  train: dict | None = None) -> None:
+  """Registers `name`: adam1_next (the reference's duals, E-step at s')
+  with the pinned MPOConfig fields `mpo` and the TrainConfig fields `train`
+  changed (values as the command line writes them)."""
+  STRATEGIES[name] = STRATEGIES['adam1']
+  MPO_FIELDS[name] = dict(_MPO_DEFAULTS, estep_states='next', **(mpo or {}))
+  TRAIN_FIELDS[name] = dict(train or {})
+
+
 # 'next' with the learner time it saves spent on more SGD steps per env
 # step: its step is 1.63-1.79x faster than 'current' (bench/learner.py), so 64
 # samples per insert cost ~0.8x the learner time of 'current' at 48.
-STRATEGIES['adam1_next_spi64'] = STRATEGIES['adam1']
-MPO_FIELDS['adam1_next_spi64'] = dict(_MPO_DEFAULTS, estep_states='next')
-TRAIN_FIELDS['adam1_next_spi64'] = {'samples_per_insert': '64.0'}
+_next_variant('adam1_next_spi64', train={'samples_per_insert': '64.0'})
 # 'next' with the network learning rates annealed to a tenth by the budget:
 # asks whether a policy settled by a decaying rate ends above the default's
 # plateau (824-865 over eight runs). It did not (BENCHMARKS.md).
 # The horizon is make_run's learner steps at 100k env steps; `run` refuses
 # the strategy where the config and budget give another count.
 COSINE_HORIZON = 18_750
-STRATEGIES['adam1_next_cosine'] = STRATEGIES['adam1']
-MPO_FIELDS['adam1_next_cosine'] = dict(
-    _MPO_DEFAULTS, estep_states='next', schedule_horizon=str(COSINE_HORIZON),
+_next_variant('adam1_next_cosine', mpo={
+    'schedule_horizon': str(COSINE_HORIZON),
     **{f'{net}_optimizer.{k}': v for net in ('policy', 'critic')
-       for k, v in (('schedule', 'cosine'), ('final_fraction', '0.1'))})
-TRAIN_FIELDS['adam1_next_cosine'] = {}
+       for k, v in (('schedule', 'cosine'), ('final_fraction', '0.1'))}})
 # 'next' with the critic work it saves spent on twice the action samples per
 # state (40 at s' instead of 20 at s and 20 at s'): the same target-critic
 # evaluations per step as 'current', a less noisy E-step and bootstrap. It
 # ended lower on all five seeds (BENCHMARKS.md), so half the samples (10)
 # asks whether the count moves the plateau the other way.
 for _n in (10, 40):
-  STRATEGIES[f'adam1_next_n{_n}'] = STRATEGIES['adam1']
-  MPO_FIELDS[f'adam1_next_n{_n}'] = dict(_MPO_DEFAULTS, estep_states='next',
-                                         num_samples=str(_n))
-  TRAIN_FIELDS[f'adam1_next_n{_n}'] = {}
+  _next_variant(f'adam1_next_n{_n}', mpo={'num_samples': str(_n)})
 # 'next' with both network learning rates doubled. The default's runs first
 # evaluate >= 700 at 50-80k of the 100k env steps, and 1e-4 -> 3e-4 moved
 # the final return from 426 to ~850: asks whether learning is still
 # rate-limited. It swung up sooner and ended no higher (BENCHMARKS.md).
-STRATEGIES['adam1_next_lr6e4'] = STRATEGIES['adam1']
-MPO_FIELDS['adam1_next_lr6e4'] = dict(
-    _MPO_DEFAULTS, estep_states='next',
-    **{f'{net}_optimizer.learning_rate': '0.0006'
-       for net in ('policy', 'critic')})
-TRAIN_FIELDS['adam1_next_lr6e4'] = {}
+_next_variant('adam1_next_lr6e4', mpo={
+    f'{net}_optimizer.learning_rate': '0.0006'
+    for net in ('policy', 'critic')})
 # 'next' with the policy's initial stddev at 0.3, not 0.5. The stddev hardly
 # moves in 100k env steps (α_stddev starts at 1000: 0.47-0.51 at the end),
 # so it sets the actors' noise for the whole run while the evaluator acts
 # with the mean: asks whether less noise refines the swung-up policy more.
 # It delayed the swing-up instead (BENCHMARKS.md).
 # So the other way: 0.7, the default of Acme's make_control_networks.
-for _scale in ('03', '07'):
-  STRATEGIES[f'adam1_next_scale{_scale}'] = STRATEGIES['adam1']
-  MPO_FIELDS[f'adam1_next_scale{_scale}'] = dict(
-      _MPO_DEFAULTS, estep_states='next',
-      policy_init_scale=f'{_scale[0]}.{_scale[1]}')
-  TRAIN_FIELDS[f'adam1_next_scale{_scale}'] = {}
+for _name, _scale in (('adam1_next_scale03', '0.3'),
+                      ('adam1_next_scale07', '0.7')):
+  _next_variant(_name, mpo={'policy_init_scale': _scale})
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000
