@@ -212,7 +212,9 @@ _next_variant('adam1_next_lr6e4', mpo={
 # so it sets the actors' noise for the whole run while the evaluator acts
 # with the mean: asks whether less noise refines the swung-up policy more.
 # It delayed the swing-up instead (BENCHMARKS.md).
-# So the other way: 0.7, the default of Acme's make_control_networks.
+# So the other way: 0.7, the default of Acme's make_control_networks. It
+# swung up sooner on six seeds of eight and not in time on two (631 / 644):
+# no higher median, a wider spread (BENCHMARKS.md).
 for _name, _scale in (('adam1_next_scale03', '0.3'),
                       ('adam1_next_scale07', '0.7')):
   _next_variant(_name, mpo={'policy_init_scale': _scale})

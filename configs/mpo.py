@@ -23,6 +23,9 @@ def _learner(**kw) -> MPOConfig:
   return by 60k env steps against 75k) but ended at 840 / 856 / 806 / 854 /
   863 / 842 / 738 / 841 (median 841, paired median -9, one seed below 750)
   against 3e-4's 847 / 852 / 851 / 865 / 833 / 764 / 865 / 861 (median 852).
+  The policy's initial stddev stays MPOConfig's 0.5: Acme's network default
+  0.7 (same seeds) ended at 855 / 859 / 863 / 846 / 631 / 644 / 860 / 849
+  (median 852, paired median -8, two seeds below 750).
 
   'next' (one sample set at s' serves the bootstrap and the E-step, as
   Acme's TF MPO): on cartpole:swingup (make_run, 100k env steps, seeds

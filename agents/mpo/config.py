@@ -205,7 +205,8 @@ class MPOConfig:
   # actors read it to act and would disagree with a scheme-dependent value.
   # It is the actors' noise for a whole 100k-step run (α_stddev starts at
   # 1000); on make_run 0.3 delayed the swing-up (811 / 509 on seeds 0-1) and
-  # 0.7 advanced it (855 / 859 against 847 / 852): BENCHMARKS.md, 2 seeds.
+  # 0.7 advanced it on most seeds but missed it on two of eight (median 852
+  # against 0.5's 852, seeds 4 and 5 at 631 / 644): BENCHMARKS.md.
   policy_init_scale: float = 0.5
   policy_min_scale: float = 1e-6
   # The policy mean's output: 'linear' (unbounded, as Acme's MPO networks and
