@@ -39,6 +39,7 @@ EXPECTED = {
     'adam1_next_lr6e4': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_scale03': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_scale07': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_epsmean01': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -53,6 +54,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_lr6e4': ('next', 'tandem'),
     'adam1_next_scale03': ('next', 'tandem'),
     'adam1_next_scale07': ('next', 'tandem'),
+    'adam1_next_epsmean01': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -69,6 +71,8 @@ LEARNING_RATES = {s: 3e-4 for s in EXPECTED} | {'adam1_next_lr6e4': 6e-4}
 # MPOConfig.policy_init_scale of each strategy.
 INIT_SCALES = {s: 0.5 for s in EXPECTED} | {'adam1_next_scale03': 0.3,
                                             'adam1_next_scale07': 0.7}
+# MPOConfig.epsilon_mean of each strategy.
+EPSILON_MEANS = {s: 0.0025 for s in EXPECTED} | {'adam1_next_epsmean01': 0.01}
 
 
 # ------------------------------------------------------------- strategies
@@ -105,12 +109,13 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert cfg.mpo.schedule_horizon == horizon
   assert cfg.mpo.num_samples == NUM_SAMPLES[strategy]
   assert cfg.mpo.policy_init_scale == INIT_SCALES[strategy]
+  assert cfg.mpo.epsilon_mean == EPSILON_MEANS[strategy]
   # Nothing outside the duals, the E-step's states, the initialisers, the
   # network optimizers, the sample count and the initial stddev moves.
   varied = {'duals': None, 'estep_states': None, 'init': None,
             'policy_optimizer': None, 'critic_optimizer': None,
             'schedule_horizon': None, 'num_samples': None,
-            'policy_init_scale': None}
+            'policy_init_scale': None, 'epsilon_mean': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
   # Outside `mpo` only the replay ratio may move, and only where stated.
@@ -145,10 +150,8 @@ def test_reference_duals_are_todays_default_duals():
 def test_strategies_are_pairwise_different():
   base = cli.load_named_config(MAKE_RUN)
   cfgs = [ds.expected_config(base, s, 0) for s in EXPECTED]
-  assert len({(repr(c.mpo.duals), c.mpo.estep_states, c.mpo.init,
-               c.samples_per_insert, c.mpo.policy_optimizer,
-               c.mpo.critic_optimizer, c.mpo.schedule_horizon,
-               c.mpo.num_samples, c.mpo.policy_init_scale)
+  # The whole resolved config, so a new field varied by a strategy counts.
+  assert len({repr(sorted(config_lib.leaf_fields(c).items()))
               for c in cfgs}) == len(EXPECTED)
 
 
