@@ -15,6 +15,10 @@ Launchpad), so it runs unchanged on a bare accelerator image; it checks that
 at the end. The last line printed is one JSON object:
   {"learner_steps_per_s.cartpole_swingup": ..., "learner_steps_per_s_next.cartpole_swingup": ...,
    "next_to_current_ratio.cartpole_swingup": ..., (same for walker_walk), "device": ...}
+With --mog, a third setting is timed in the same interleaved blocks: 'next'
+with the mixture-of-Gaussians critic (critic_type='mog', Acme's default
+critic), adding learner_steps_per_s_next_mog.<task> and
+mog_to_scalar_ratio_next.<task> (its rate over scalar 'next''s).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from agents.mpo import learner
 
 # Timed side by side; `learner_steps_per_s` keeps the default ('current').
 ESTEP_STATES = ('current', 'next')
+# setting name -> (estep_states, critic_type)
+SETTINGS = {'current': ('current', 'scalar'), 'next': ('next', 'scalar'),
+            'next_mog': ('next', 'mog')}
 
 
 def parse_args(argv=None):
@@ -41,6 +48,11 @@ def parse_args(argv=None):
                  help='timed seconds per task (after warm-up)')
   p.add_argument('--repeats', type=int, default=5,
                  help='timed blocks per task; the median is reported')
+  p.add_argument('--mog', action='store_true',
+                 help="also time 'next' with the mixture-of-Gaussians critic")
+  p.add_argument('--mog_value_samples', type=int, default=128,
+                 help='its return samples per bootstrap action (MPOConfig.'
+                      'mog_num_value_samples; 128, as Acme)')
   return p.parse_args(argv)
 
 
@@ -51,14 +63,18 @@ def bench_task(task: str, args) -> dict:
   layers = tuple(int(x) for x in args.layers.split(','))
   k = args.steps_per_call
   runners, compile_s = {}, {}
-  for where in ESTEP_STATES:
+  names = ESTEP_STATES + (('next_mog',) if args.mog else ())
+  for where in names:
+    estep_states, critic_type = SETTINGS[where]
     cfg = config_lib.replace(config_lib.MPOConfig(), {
         'policy_layers': layers,
         'critic_layers': layers,
         'batch_size': args.batch_size,
         'num_samples': args.num_samples,
         'sgd_steps_per_call': k,
-        'estep_states': where,
+        'estep_states': estep_states,
+        'critic_type': critic_type,
+        'mog_num_value_samples': args.mog_value_samples,
     })
     state = learner.init(cfg, learner.Dims(observation=obs_dim,
                                            action=act_dim), args.seed)
@@ -74,10 +90,12 @@ def bench_task(task: str, args) -> dict:
   calls = {w: _timing.calls_for(r, per_block) for w, r in runners.items()}
   rates = {w: [] for w in runners}
   for i in range(args.repeats):
-    order = ESTEP_STATES if i % 2 == 0 else ESTEP_STATES[::-1]
+    order = names if i % 2 == 0 else names[::-1]
     for where in order:
       rates[where].append(calls[where] * k / runners[where].timed(calls[where]))
   ratios = [n / c for n, c in zip(rates['next'], rates['current'])]
+  mog = ([m / n for m, n in zip(rates['next_mog'], rates['next'])]
+         if args.mog else None)
   out = {}
   for where, runner in runners.items():
     out[where] = dict(
@@ -86,7 +104,8 @@ def bench_task(task: str, args) -> dict:
         skipped=int(jax.device_get(runner.state.skipped)),
         steps=int(jax.device_get(runner.state.steps)))
   return dict(task=task, obs=obs_dim, act=act_dim, by_states=out,
-              next_to_current=_timing.median(ratios))
+              next_to_current=_timing.median(ratios),
+              mog_to_scalar=_timing.median(mog) if mog else None)
 
 
 def main(argv=None) -> int:
@@ -123,6 +142,9 @@ def main(argv=None) -> int:
               'non-finite (timing still counts them)')
     print(f'{"":<18} next/current (median of per-block ratios): '
           f'{r["next_to_current"]:.3f}')
+    if r['mog_to_scalar'] is not None:
+      print(f'{"":<18} next_mog/next (median of per-block ratios): '
+            f'{r["mog_to_scalar"]:.3f}')
   print()
 
   payload = {}
@@ -133,9 +155,15 @@ def main(argv=None) -> int:
     payload[f'learner_steps_per_s_next.{t}'] = round(
         r['by_states']['next']['median'], 2)
     payload[f'next_to_current_ratio.{t}'] = round(r['next_to_current'], 3)
+    if r['mog_to_scalar'] is not None:
+      payload[f'learner_steps_per_s_next_mog.{t}'] = round(
+          r['by_states']['next_mog']['median'], 2)
+      payload[f'mog_to_scalar_ratio_next.{t}'] = round(r['mog_to_scalar'], 3)
   return _timing.finish(payload, steps_per_call=args.steps_per_call,
                         batch_size=args.batch_size,
-                        num_samples=args.num_samples, layers=args.layers)
+                        num_samples=args.num_samples, layers=args.layers,
+                        **({'mog_value_samples': args.mog_value_samples}
+                           if args.mog else {}))
 
 
 if __name__ == '__main__':

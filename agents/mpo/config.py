@@ -21,6 +21,7 @@ ESTEP_STATES = ('current', 'current_and_next', 'next')
 INIT_SCHEMES = ('tandem', 'acme')  # agents/mpo/networks.py: SCHEMES
 POLICY_MEANS = ('linear', 'tanh')  # MPOConfig.policy_mean
 GRAD_CLIP_MODES = ('per_network', 'joint')
+CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 
 
 class ConfigError(ValueError):
@@ -233,6 +234,21 @@ class MPOConfig:
   #           critic head TruncatedNormal(0.01) whatever the fan-in (about
   #           14x tandem's at 256 units).
   init: str = 'tandem'
+  # The critic's output:
+  #   scalar: Q(s, a), fitted to the n-step TD target by squared error (the
+  #           default; Acme's published control-suite MPO baseline,
+  #           examples/baselines/rl_continuous/run_mpo.py, uses this kind).
+  #   mog:    a mixture of mog_num_components Gaussians over the return
+  #           (Acme's MPOConfig default, CriticType.MIXTURE_OF_GAUSSIANS;
+  #           Shahriari et al. 2022), fitted by the sample-based cross-entropy
+  #           to r + γⁿ z, z drawn mog_num_value_samples times from the
+  #           target critic's mixture at each bootstrap action sample; the
+  #           E-step and everything else use the mixture's mean as Q.
+  #           Components start with stddev mog_init_scale (Acme's 1e-3).
+  critic_type: str = 'scalar'
+  mog_num_components: int = 5
+  mog_init_scale: float = 1e-3
+  mog_num_value_samples: int = 128
   # Losses.
   # KL bounds: ε for the E-step (temperature), ε_mean and ε_stddev for the
   # M-step (alphas). Per-dimension convention: with per_dim_constraining,
@@ -315,6 +331,10 @@ class MPOConfig:
     _one_of(o, 'init', self.init, INIT_SCHEMES)
     _one_of(o, 'policy_mean', self.policy_mean, POLICY_MEANS)
     _one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)
+    _one_of(o, 'critic_type', self.critic_type, CRITIC_TYPES)
+    _int_at_least(o, 'mog_num_components', self.mog_num_components, 1)
+    _positive(o, 'mog_init_scale', self.mog_init_scale)
+    _int_at_least(o, 'mog_num_value_samples', self.mog_num_value_samples, 1)
     if self.epsilon >= math.log(self.num_samples):
       _fail(o, 'epsilon', f'a value < log(num_samples) = '
             f'{math.log(self.num_samples):.3f} (the largest KL a reweighting '

@@ -6,7 +6,9 @@ benchmarked) on any machine with jax and optax.
 One SGD step (Abdolmaleki et al. 2018a, b):
   1. Sample N actions per state from the target policy at s' (bootstrap) and,
      unless `estep_states` is 'next', at s (E-step), with separate PRNG keys;
-     evaluate the target critic (on actions clipped to the box).
+     evaluate the target critic (on actions clipped to the box). A mixture
+     critic (`critic_type='mog'`) also gives return samples at s' for its
+     distributional target; its mean is Q everywhere else.
   2. Update the temperatures on those fixed Q-values (duals.py).
   3. Weight the samples with η before or after that update (config).
   4. Gradient step on critic (n-step TD) and policy (weighted ML + KL terms),
@@ -95,7 +97,8 @@ def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
   policy = networks.init_policy(kp, dims.observation, dims.action,
                                 cfg.policy_layers, cfg.init)
   critic = networks.init_critic(kc, dims.observation, dims.action,
-                                cfg.critic_layers, cfg.init)
+                                cfg.critic_layers, cfg.init, cfg.critic_type,
+                                cfg.mog_num_components)
   num_alphas = dims.action if cfg.per_dim_constraining else 1
   copy = lambda t: jax.tree_util.tree_map(jnp.array, t)
   return LearnerState(
@@ -116,7 +119,8 @@ class EStepInputs(NamedTuple):
   actions: jax.Array                  # [N, B', D] samples of π_target there
   q: jax.Array                        # [N, B'] target-critic values
   penalty_q: Optional[jax.Array]      # [N, B'] or None
-  td_target: jax.Array                # [B] n-step TD target
+  td_target: jax.Array                # [B] n-step TD target, or [Z·N, B]
+                                      # samples of it (critic_type 'mog')
 
 
 def apply_policy(cfg: MPOConfig, params, obs) -> networks.GaussianParams:
@@ -135,9 +139,21 @@ def estep_inputs(cfg: MPOConfig, state: LearnerState, batch: Batch,
   target_pi_next = apply_policy(cfg, state.target_policy,
                                 batch.next_observation)
   next_actions = networks.gaussian_sample(key_bootstrap, target_pi_next, n)
-  q_next = networks.apply_critic(state.target_critic,
-                                 tile(batch.next_observation), next_actions)
-  td_target = batch.reward + batch.discount * jnp.mean(q_next, axis=0)
+  if cfg.critic_type == 'mog':
+    z_next = networks.apply_critic_distribution(
+        state.target_critic, tile(batch.next_observation), next_actions,
+        init_scale=cfg.mog_init_scale)                       # fields [N, B, C]
+    q_next = networks.mixture_mean(z_next)
+    # A key of its own, so the bootstrap's action samples are those of the
+    # scalar critic under the same key.
+    z = networks.mixture_sample(jax.random.fold_in(key_bootstrap, 1), z_next,
+                                cfg.mog_num_value_samples)   # [Z, N, B]
+    z = z.reshape((-1,) + z.shape[2:])                       # [Z·N, B]
+    td_target = batch.reward + batch.discount * z
+  else:
+    q_next = networks.apply_critic(state.target_critic,
+                                   tile(batch.next_observation), next_actions)
+    td_target = batch.reward + batch.discount * jnp.mean(q_next, axis=0)
   states, target_pi, actions, q = (batch.next_observation, target_pi_next,
                                    next_actions, q_next)
   if cfg.estep_states != 'next':
@@ -200,8 +216,15 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
 
   # 4. Networks.
   def loss_fn(policy, critic):
-    q = networks.apply_critic(critic, batch.observation, batch.action)
-    loss_critic = losses.critic_loss(q, td_target)
+    if cfg.critic_type == 'mog':
+      loss_critic = losses.mog_critic_loss(
+          networks.apply_critic_distribution(critic, batch.observation,
+                                             batch.action,
+                                             init_scale=cfg.mog_init_scale),
+          td_target)
+    else:
+      q = networks.apply_critic(critic, batch.observation, batch.action)
+      loss_critic = losses.critic_loss(q, td_target)
     online = apply_policy(cfg, policy, e.states)
     terms = losses.mstep_terms(online, target_pi, actions, weights,
                                cfg.per_dim_constraining)

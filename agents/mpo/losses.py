@@ -6,6 +6,8 @@ Papers:
     (decoupled mean/covariance KL constraints, Sec. 4; per-dimension form).
   Abdolmaleki et al. 2020, "A Distributional View on Multi-Objective Policy
     Optimization" (MO-MPO; action penalisation as a second objective).
+  Shahriari et al. 2022, "Revisiting Gaussian mixture critics in off-policy
+    reinforcement learning: a sample-based approach" (the mixture critic).
 
 Notation: N sampled actions per state, B states, D action dimensions.
 q: [N, B] Q-values of actions a_{n,b} ~ π_target(·|s_b).
@@ -61,6 +63,20 @@ def action_penalty_q(actions: jax.Array) -> jax.Array:
 def critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
   """Half squared n-step TD error; q, target: [B] -> scalar."""
   return 0.5 * jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)))
+
+
+def mog_critic_loss(online: networks.Mixture, target: jax.Array) -> jax.Array:
+  """Sample-based cross-entropy of a mixture critic (Shahriari et al. 2022):
+
+    L = -mean_{m,b} log Z(r_b + γⁿ z_{m,b} | s_b, a_b),
+    z_{m,b} ~ Z_target(· | s'_b, a'_{n,b}) for every bootstrap action a'_n,
+
+  a Monte-Carlo estimate of the cross-entropy of the online return
+  distribution Z to the distributional n-step target (Bellemare et al. 2017).
+  online: fields [B, C]; target: [M, B] samples of the target. Scalar.
+  """
+  target = jax.lax.stop_gradient(target)
+  return -jnp.mean(networks.mixture_log_prob(online, target))
 
 
 class MStepTerms(NamedTuple):

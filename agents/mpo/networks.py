@@ -174,27 +174,113 @@ def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
   return GaussianParams(mean, stddev)
 
 
+class Mixture(NamedTuple):
+  """A mixture of C univariate Gaussians (a distribution over returns):
+  mixing logits, component means and stddevs, each [..., C]."""
+  logits: jax.Array
+  loc: jax.Array
+  scale: jax.Array
+
+
+CRITIC_HEADS = ('scalar', 'mog')
+# Acme's GaussianMixture floor on component stddevs
+# (acme/jax/networks/distributional.py, _MIN_SCALE).
+_MOG_MIN_SCALE = 1e-4
+# Acme's GaussianMixture initialises all three of its layers with
+# VarianceScaling(1e-5) (fan-in truncated normal): stddev sqrt(1e-5/n_in).
+_mog_layer_init = functools.partial(_dense_init, scale=float(jnp.sqrt(1e-5)))
+
+
 def init_critic(key, obs_dim: int, action_dim: int, layers: Sequence[int],
-                scheme: str = 'tandem') -> Params:
+                scheme: str = 'tandem', head: str = 'scalar',
+                num_components: int = 5) -> Params:
+  """The critic's parameters: a torso and a scalar Q head (`head='scalar'`)
+  or a mixture-of-Gaussians return head with `num_components` components
+  (`head='mog'`, under the key 'mog'). The mixture head uses Acme's
+  initialiser whatever the torso scheme: it is Acme's head, and no other
+  scheme has one."""
+  if head not in CRITIC_HEADS:
+    raise ValueError(f'critic head: expected one of {CRITIC_HEADS}, '
+                     f'got {head!r}')
   k1, k2 = jax.random.split(key)
-  return {'torso': init_torso(k1, obs_dim + action_dim, layers, scheme),
-          'head': _scheme(scheme).critic_head(k2, layers[-1], 1)}
+  torso = init_torso(k1, obs_dim + action_dim, layers, scheme)
+  if head == 'scalar':
+    return {'torso': torso,
+            'head': _scheme(scheme).critic_head(k2, layers[-1], 1)}
+  kl, km, ks = jax.random.split(k2, 3)
+  return {'torso': torso,
+          'mog': {'logits': _mog_layer_init(kl, layers[-1], num_components),
+                  'loc': _mog_layer_init(km, layers[-1], num_components),
+                  'scale': _mog_layer_init(ks, layers[-1], num_components)}}
+
+
+def _critic_features(p: Params, obs: jax.Array, action: jax.Array):
+  # The action is clipped to the normalised box [-1, 1] first, as in Acme's
+  # JAX MPO networks ("to avoid critic extrapolations outside the spec
+  # range"): replay only holds clipped actions (actors clip what they send
+  # to the environment), so an unclipped Gaussian sample would query the
+  # critic where it was never trained, and an extrapolating critic biases
+  # both the E-step weights and the bootstrap upward. The E-step and M-step
+  # still use the unclipped samples; only the critic's view of them is
+  # clipped, and the action penalty (losses.action_penalty_q) sees them
+  # unclipped.
+  x = jnp.concatenate([obs, jnp.clip(action, -1.0, 1.0)], axis=-1)
+  return apply_torso(p['torso'], x)
+
+
+def apply_critic_distribution(p: Params, obs: jax.Array, action: jax.Array,
+                              *, init_scale: float = 1e-3) -> Mixture:
+  """A mixture critic's return distribution: obs [..., O], action [..., D]
+  -> Mixture with fields [..., C] (a 'mog' critic's params only).
+
+  Component stddevs are softplus(x) · init_scale / softplus(0) + 1e-4, so a
+  zero pre-activation gives init_scale (+ the floor), as Acme's
+  GaussianMixture(init_scale=mog_init_scale).
+  """
+  if 'mog' not in p:
+    raise ValueError("apply_critic_distribution: these critic params have a "
+                     "scalar head; a mixture needs init_critic(head='mog')")
+  h = _critic_features(p, obs, action)
+  m = p['mog']
+  scale = (jax.nn.softplus(_dense(m['scale'], h)) * (init_scale / jnp.log(2.0))
+           + _MOG_MIN_SCALE)
+  return Mixture(_dense(m['logits'], h), _dense(m['loc'], h), scale)
 
 
 def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
-  """obs [..., O], action [..., D] -> Q [...].
+  """obs [..., O], action [..., D] -> Q [...], the expected return: the
+  scalar head's output, or a mixture head's mean (which does not depend on
+  the components' stddevs, so needs no init_scale). Actions are clipped to
+  the box first (_critic_features says why)."""
+  if 'mog' in p:
+    return mixture_mean(apply_critic_distribution(p, obs, action))
+  return _dense(p['head'], _critic_features(p, obs, action))[..., 0]
 
-  The action is clipped to the normalised box [-1, 1] first, as in Acme's
-  JAX MPO networks ("to avoid critic extrapolations outside the spec
-  range"): replay only holds clipped actions (actors clip what they send to
-  the environment), so an unclipped Gaussian sample would query the critic
-  where it was never trained, and an extrapolating critic biases both the
-  E-step weights and the bootstrap upward. The E-step and M-step still use
-  the unclipped samples; only the critic's view of them is clipped, and the
-  action penalty (losses.action_penalty_q) sees them unclipped.
-  """
-  x = jnp.concatenate([obs, jnp.clip(action, -1.0, 1.0)], axis=-1)
-  return _dense(p['head'], apply_torso(p['torso'], x))[..., 0]
+
+def mixture_mean(m: Mixture) -> jax.Array:
+  """E[z]: fields [..., C] -> [...]."""
+  return jnp.sum(jax.nn.softmax(m.logits, axis=-1) * m.loc, axis=-1)
+
+
+def mixture_log_prob(m: Mixture, z: jax.Array) -> jax.Array:
+  """log p(z): fields [..., C], z broadcastable to [...] -> [...]."""
+  z = z[..., None]
+  comp = (-0.5 * jnp.square((z - m.loc) / m.scale) - jnp.log(m.scale)
+          - 0.5 * jnp.log(2 * jnp.pi))
+  return jax.nn.logsumexp(jax.nn.log_softmax(m.logits, axis=-1) + comp,
+                          axis=-1)
+
+
+def mixture_sample(key, m: Mixture, num: int) -> jax.Array:
+  """num samples of each mixture: fields [..., C] -> [num, ...]: a component
+  drawn by its weight, then a draw from that component."""
+  k_comp, k_noise = jax.random.split(key)
+  shape = (num,) + m.loc.shape[:-1]
+  comp = jax.random.categorical(k_comp, m.logits, axis=-1, shape=shape)
+  pick = lambda x: jnp.take_along_axis(
+      jnp.broadcast_to(x, (num,) + x.shape), comp[..., None], axis=-1)[..., 0]
+  eps = jax.random.normal(k_noise, shape, m.loc.dtype)
+  return pick(m.loc) + pick(m.scale) * eps
 
 
 def gaussian_sample(key, dist: GaussianParams, num: int) -> jax.Array:

@@ -102,8 +102,10 @@ def test_non_finite_batch_leaves_params_unchanged_and_is_counted():
                             np.asarray(before.critic['head']['w']))
 
 
-def test_checkpoint_round_trip_is_bit_identical_and_resumes_exactly(tmp_path):
-  cfg = _cfg(**{'policy_optimizer.schedule': 'linear',
+@pytest.mark.parametrize('critic_type', ['scalar', 'mog'])
+def test_checkpoint_round_trip_is_bit_identical_and_resumes_exactly(
+    tmp_path, critic_type):
+  cfg = _cfg(critic_type=critic_type, **{'policy_optimizer.schedule': 'linear',
                 'policy_optimizer.final_fraction': 0.1,
                 'schedule_horizon': 10})
   update = learner.make_update(cfg)
@@ -134,6 +136,9 @@ def test_restore_rejects_missing_corrupt_and_mismatched(tmp_path):
   other = learner.init(_cfg(policy_layers=(16, 16)), DIMS, 0)
   with pytest.raises(checkpointing.CheckpointError, match='shape'):
     learner.restore(path, other)
+  # A scalar critic's checkpoint does not load into a mixture critic.
+  with pytest.raises(checkpointing.CheckpointError, match='mog'):
+    learner.restore(path, learner.init(_cfg(critic_type='mog'), DIMS, 0))
   # Truncated file: an interrupted copy must not load.
   data = open(path, 'rb').read()
   trunc = tmp_path / 'trunc.npz'
@@ -178,27 +183,40 @@ def test_target_networks_update(kind):
 
 def _critic_calls(cfg, state, batch):
   """The target/online critic evaluations sgd_step traces, with the number
-  of (state, action) pairs each one scores."""
+  of (state, action) pairs each one scores (a mixture critic's mean goes
+  through apply_critic_distribution, so that is counted once, not twice)."""
   from agents.mpo import networks
   calls = []
-  real = networks.apply_critic
+  real_q, real_z = networks.apply_critic, networks.apply_critic_distribution
+  depth = [0]
 
-  def counting(p, obs, action):
-    calls.append(int(np.prod(action.shape[:-1])))
-    return real(p, obs, action)
-  networks.apply_critic = counting
+  def counted(real):
+    def call(p, obs, action, **kw):
+      if depth[0] == 0:
+        calls.append(int(np.prod(action.shape[:-1])))
+      depth[0] += 1
+      try:
+        return real(p, obs, action, **kw)
+      finally:
+        depth[0] -= 1
+    return call
+  networks.apply_critic = counted(real_q)
+  networks.apply_critic_distribution = counted(real_z)
   try:
     jax.make_jaxpr(lambda s, b: learner.sgd_step(cfg, s, b))(state, batch)
   finally:
-    networks.apply_critic = real
+    networks.apply_critic = real_q
+    networks.apply_critic_distribution = real_z
   return calls
 
 
+@pytest.mark.parametrize('critic_type', ['scalar', 'mog'])
 @pytest.mark.parametrize('where, width', [('current', 16),
                                           ('current_and_next', 32),
                                           ('next', 16)])
-def test_estep_states_shapes_and_critic_work(where, width):
-  cfg = _cfg(estep_states=where)
+def test_estep_states_shapes_and_critic_work(where, width, critic_type):
+  cfg = _cfg(estep_states=where, critic_type=critic_type,
+             mog_num_value_samples=4)
   state = learner.init(cfg, DIMS, seed=0)
   batch = _batch()
   e = learner.estep_inputs(cfg, state, batch, jax.random.PRNGKey(1),
@@ -207,7 +225,10 @@ def test_estep_states_shapes_and_critic_work(where, width):
   assert e.actions.shape == (cfg.num_samples, width, DIMS.action)
   assert e.states.shape == (width, DIMS.observation)
   assert e.target_pi.mean.shape == (width, DIMS.action)
-  assert e.td_target.shape == (16,)
+  # The mixture critic's target: Z return samples at each of the N
+  # bootstrap actions.
+  assert e.td_target.shape == ((16,) if critic_type == 'scalar' else
+                               (4 * cfg.num_samples, 16))
   n, b = cfg.num_samples, 16
   calls = sorted(_critic_calls(cfg, state, batch))
   if where == 'next':
@@ -337,3 +358,62 @@ def test_tanh_policy_mean_feeds_the_estep_and_is_fitted_through_the_tanh():
   # 0.01, yet the gradient is not cut off).
   assert not np.allclose(np.asarray(new.policy['mean']['b']),
                          np.asarray(state.policy['mean']['b']))
+
+
+# --------------------------------------------------------------------------
+# The mixture-of-Gaussians critic (critic_type='mog').
+
+
+def test_mog_bootstrap_uses_the_scalar_critics_action_samples_and_q_is_the_mean():
+  batch = _batch()
+  keys = jax.random.PRNGKey(1), jax.random.PRNGKey(2)
+  cfg_s, cfg_m = _cfg(estep_states='next'), _cfg(estep_states='next',
+                                                 critic_type='mog')
+  e_s = learner.estep_inputs(cfg_s, learner.init(cfg_s, DIMS, 0), batch, *keys)
+  state = learner.init(cfg_m, DIMS, 0)
+  e_m = learner.estep_inputs(cfg_m, state, batch, *keys)
+  # Same policy init and keys: the same bootstrap actions whatever the head.
+  np.testing.assert_array_equal(e_m.actions, e_s.actions)
+  from agents.mpo import networks
+  tile = lambda o: jnp.broadcast_to(o, (cfg_m.num_samples,) + o.shape)
+  z = networks.apply_critic_distribution(
+      state.target_critic, tile(batch.next_observation), e_m.actions,
+      init_scale=cfg_m.mog_init_scale)
+  np.testing.assert_allclose(e_m.q, networks.mixture_mean(z), rtol=1e-6)
+  # The target samples are r + γⁿ z: their mean over the Z·N samples is the
+  # scalar TD target of the mixture's mean to within the (tiny, at init)
+  # spread of the components.
+  np.testing.assert_allclose(
+      jnp.mean(e_m.td_target, axis=0),
+      batch.reward + batch.discount * jnp.mean(e_m.q, axis=0), atol=1e-3)
+  assert float(jnp.std(e_m.td_target, axis=0).max()) > 0
+
+
+def test_mog_critic_learns_a_two_valued_return():
+  # A bandit whose reward is ±1 with equal odds whatever the state and
+  # action (discount 0, so the target is the reward): the scalar critic can
+  # only learn the mean 0; the mixture must also learn the spread (stddev 1).
+  cfg = _cfg(critic_type='mog', discount=0.0, batch_size=64,
+             **{'critic_optimizer.learning_rate': 3e-3})
+  update = learner.make_update(cfg)
+  state = learner.init(cfg, DIMS, 0)
+  rng = np.random.default_rng(0)
+  for _ in range(60):
+    k, b = 10, 64
+    f = lambda *s: jnp.asarray(rng.normal(size=(k, b) + s), jnp.float32)
+    reward = jnp.asarray(rng.choice([-1.0, 1.0], size=(k, b)), jnp.float32)
+    batch = learner.Batch(f(DIMS.observation),
+                          jnp.clip(f(DIMS.action), -1, 1), reward,
+                          jnp.zeros((k, b), jnp.float32), f(DIMS.observation))
+    state, m = update(state, batch)
+    assert bool(m['finite'])
+  from agents.mpo import networks
+  obs = jnp.asarray(rng.normal(size=(256, DIMS.observation)), jnp.float32)
+  act = jnp.asarray(rng.uniform(-1, 1, size=(256, DIMS.action)), jnp.float32)
+  z = networks.apply_critic_distribution(state.critic, obs, act,
+                                         init_scale=cfg.mog_init_scale)
+  mean = networks.mixture_mean(z)
+  w = jax.nn.softmax(z.logits, axis=-1)
+  var = jnp.sum(w * (z.scale ** 2 + z.loc ** 2), axis=-1) - mean ** 2
+  assert float(jnp.max(jnp.abs(mean))) < 0.25
+  assert 0.8 < float(jnp.median(jnp.sqrt(var))) < 1.2

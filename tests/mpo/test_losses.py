@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -94,3 +95,28 @@ def test_cross_entropy_matches_weighted_log_likelihood():
   logp = -0.5 * ((a - mu) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
   expected = -np.mean(np.sum(np.asarray(weights) * logp[..., 0], axis=0))
   assert float(terms.cross_entropy_mean) == pytest.approx(expected, rel=1e-5)
+
+
+def test_mog_critic_loss_is_the_mean_negative_log_likelihood():
+  one = networks.Mixture(jnp.zeros((2, 1)), jnp.asarray([[0.0], [1.0]]),
+                         jnp.asarray([[1.0], [2.0]]))
+  target = jnp.asarray([[0.5, 1.0], [-1.0, 3.0], [2.0, 0.0]])   # [M=3, B=2]
+  nll = lambda z, mu, s: 0.5 * ((z - mu) / s) ** 2 + math.log(s) + 0.5 * \
+      math.log(2 * math.pi)
+  want = np.mean([[nll(z, 0.0, 1.0), nll(w, 1.0, 2.0)]
+                  for z, w in np.asarray(target)])
+  assert float(losses.mog_critic_loss(one, target)) == pytest.approx(
+      want, rel=1e-5)
+
+
+def test_mog_critic_loss_is_lowest_at_the_targets_distribution_and_stops_its_gradient():
+  rng = np.random.default_rng(0)
+  target = jnp.asarray(rng.normal(3.0, 0.5, size=(4000, 1)), jnp.float32)
+  loss = lambda mu, s: float(losses.mog_critic_loss(networks.Mixture(
+      jnp.zeros((1, 1)), jnp.full((1, 1), mu), jnp.full((1, 1), s)), target))
+  best = loss(3.0, 0.5)
+  assert best < loss(2.5, 0.5) and best < loss(3.0, 0.25) and (
+      best < loss(3.0, 1.0))
+  m = networks.Mixture(jnp.zeros((1, 1)), jnp.ones((1, 1)), jnp.ones((1, 1)))
+  g = jax.grad(lambda t: losses.mog_critic_loss(m, t))(target)
+  np.testing.assert_array_equal(g, 0.0)

@@ -251,3 +251,85 @@ def test_learner_policy_follows_the_configured_policy_mean():
   squashed = learner.apply_policy(_small_cfg(policy_mean='tanh'), params, obs)
   assert np.all(np.asarray(linear.mean) > 2.4)
   np.testing.assert_allclose(squashed.mean, jnp.tanh(linear.mean), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# The mixture-of-Gaussians critic head (MPOConfig.critic_type='mog').
+
+
+def _mog_critic(seed=0, obs_dim=3, action_dim=2, components=5):
+  return networks.init_critic(jax.random.PRNGKey(seed), obs_dim, action_dim,
+                              (16, 16), head='mog',
+                              num_components=components)
+
+
+def test_mixture_critic_clips_actions_and_its_q_is_the_mixture_mean():
+  critic = _mog_critic()
+  obs = jax.random.normal(jax.random.PRNGKey(1), (64, 3))
+  action = 3.0 * jax.random.normal(jax.random.PRNGKey(2), (64, 2))
+  z = networks.apply_critic_distribution(critic, obs, action)
+  z_clipped = networks.apply_critic_distribution(critic, obs,
+                                                 jnp.clip(action, -1, 1))
+  for a, b in zip(z, z_clipped):
+    np.testing.assert_array_equal(a, b)
+  w = np.exp(z.logits) / np.exp(z.logits).sum(-1, keepdims=True)
+  np.testing.assert_allclose(networks.apply_critic(critic, obs, action),
+                             (w * np.asarray(z.loc)).sum(-1), rtol=1e-5,
+                             atol=1e-9)
+
+
+def test_mixture_head_starts_as_acmes():
+  # GaussianMixture(init_scale=1e-3): VarianceScaling(1e-5) layers, so
+  # near-equal weights, means near 0 and stddevs at init_scale + 1e-4.
+  critic = _mog_critic(components=5)
+  z = networks.apply_critic_distribution(
+      critic, jax.random.normal(jax.random.PRNGKey(1), (32, 3)),
+      jax.random.uniform(jax.random.PRNGKey(2), (32, 2), minval=-1, maxval=1),
+      init_scale=1e-3)
+  assert z.logits.shape == z.loc.shape == z.scale.shape == (32, 5)
+  assert float(jnp.max(jnp.abs(z.logits))) < 0.05
+  assert float(jnp.max(jnp.abs(z.loc))) < 0.05
+  np.testing.assert_allclose(z.scale, 1.1e-3, rtol=0.05)
+
+
+def test_mixture_distribution_needs_a_mixture_head():
+  with pytest.raises(ValueError, match='scalar head'):
+    networks.apply_critic_distribution(_critic(), jnp.zeros((1, 3)),
+                                       jnp.zeros((1, 2)))
+  with pytest.raises(ValueError, match="critic head: expected one of"):
+    networks.init_critic(jax.random.PRNGKey(0), 3, 2, (16,), head='c51')
+
+
+def _mixture(weights, locs, scales):
+  return networks.Mixture(jnp.log(jnp.asarray(weights, jnp.float32)),
+                          jnp.asarray(locs, jnp.float32),
+                          jnp.asarray(scales, jnp.float32))
+
+
+def test_mixture_log_prob_is_the_log_of_the_weighted_densities():
+  m = _mixture([0.2, 0.5, 0.3], [-2.0, 0.0, 3.0], [0.5, 1.0, 2.0])
+  z = np.linspace(-4, 6, 11)
+  dens = sum(w * np.exp(-0.5 * ((z - mu) / s) ** 2) / (s * np.sqrt(2 * np.pi))
+             for w, mu, s in zip([0.2, 0.5, 0.3], [-2.0, 0.0, 3.0],
+                                 [0.5, 1.0, 2.0]))
+  np.testing.assert_allclose(networks.mixture_log_prob(m, jnp.asarray(z)),
+                             np.log(dens), rtol=1e-5)
+  assert float(networks.mixture_mean(m)) == pytest.approx(
+      0.2 * -2 + 0.3 * 3, abs=1e-6)
+
+
+def test_mixture_samples_have_the_mixtures_moments():
+  weights, locs, scales = [0.2, 0.5, 0.3], [-2.0, 0.0, 3.0], [0.5, 1.0, 2.0]
+  m = _mixture(weights, locs, scales)
+  # A batch of two identical mixtures: samples [num, 2].
+  m2 = networks.Mixture(*(jnp.stack([x, x]) for x in m))
+  s = np.asarray(networks.mixture_sample(jax.random.PRNGKey(0), m2, 200_000))
+  assert s.shape == (200_000, 2)
+  mean = sum(w * mu for w, mu in zip(weights, locs))
+  var = sum(w * (sd ** 2 + mu ** 2) for w, mu, sd in
+            zip(weights, locs, scales)) - mean ** 2
+  np.testing.assert_allclose(s.mean(0), mean, atol=0.02)
+  np.testing.assert_allclose(s.var(0), var, rtol=0.02)
+  # The component weights: about 20% of samples below -1.
+  assert abs(float(np.mean(s < -1.0)) - 0.2 * 0.977 - 0.5 * 0.159
+             - 0.3 * 0.023) < 0.01
