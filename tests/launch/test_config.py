@@ -58,3 +58,17 @@ def test_max_consecutive_env_faults_defaults_to_5_and_may_change_on_resume():
   assert new.max_consecutive_env_faults == 0
   assert config_lib.check_resume_overrides(old, new) == {
       'max_consecutive_env_faults': (5, 0)}
+
+
+def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
+  # configs/mpo.py's _learner moved to 'next' and epsilon_mean 0.01 with a
+  # measurement behind each; the adversarial configs share _learner but their
+  # learning checks ran with 'current' and 0.0025, which they must keep.
+  from configs import ail as ail_named
+  for name in ('cartpole', 'make_run', 'walker', 'walker_stand'):
+    m = getattr(named, name)().mpo
+    assert (m.estep_states, m.epsilon_mean, m.critic_type) == (
+        'next', 0.01, 'scalar'), name
+  for name in ('gail_cartpole', 'airl_cartpole'):
+    m = getattr(ail_named, name)().mpo
+    assert (m.estep_states, m.epsilon_mean) == ('current', 0.0025), name
