@@ -233,8 +233,8 @@ _next_variant('adam1_next_epsmean01', mpo={'epsilon_mean': '0.01'})
 # (5 components, initial stddev 1e-3), which the published baseline above
 # swaps for a scalar critic: asks whether a distributional critic lifts the
 # plateau. 16 return samples per bootstrap action, not Acme's 128: at 128
-# the learner step took ~4x scalar 'next''s on this 2-core CPU, at 16
-# about 3x (bench/learner.py --mog). It learned later than the scalar
+# the learner step took 5x scalar 'next''s on this 2-core CPU, at 16 1.25x
+# (bench/learner.py --mog, side by side). It learned later than the scalar
 # critic (median 762 over seeds 0-4, two seeds never swung up), so the named
 # configs keep the scalar critic (BENCHMARKS.md).
 _next_variant('adam1_next_mog', mpo={'critic_type': 'mog',
