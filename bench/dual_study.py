@@ -227,7 +227,8 @@ for _name, _scale in (('adam1_next_scale03', '0.3'),
 # trust region than the reference's baseline is what keeps the plateau low.
 # It ended at the default's median (851 over seeds 0-7) with its lowest seed
 # at 833 (764 for the default) and a larger area under the curve on 6 of 8
-# seeds: configs/mpo.py's cartpole configs now use it (BENCHMARKS.md).
+# seeds, and on walker_stand no worse: configs/mpo.py's named configs now
+# use it (BENCHMARKS.md).
 _next_variant('adam1_next_epsmean01', mpo={'epsilon_mean': '0.01'})
 # 'next' with the mixture-of-Gaussians critic, Acme's MPOConfig default
 # (5 components, initial stddev 1e-3), which the published baseline above
