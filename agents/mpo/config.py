@@ -302,6 +302,12 @@ class MPOConfig:
   #                clip network gradients at all. Duals are never clipped
   #                here (Acme's MPOLearner default clips them, jointly, to
   #                the same bound; its builder does not).
+  #                With critic_type='mog' a joint clip all but stops the
+  #                policy early on: components start with stddev
+  #                mog_init_scale, so the critic's first cross-entropy
+  #                gradients are huge (norm ~1e6 at step 1, ~7e4 at step
+  #                100, ~90 at step 1000 on random cartpole-shaped batches),
+  #                and the policy's step shrinks by the same factor.
   grad_clip_mode: str = 'per_network'
   duals: DualConfig = dataclasses.field(default_factory=DualConfig)
   target_update: str = 'periodic'

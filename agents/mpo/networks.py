@@ -21,6 +21,7 @@ LayerNorm scales at 1 in both, as in Haiku's defaults.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -188,7 +189,9 @@ CRITIC_HEADS = ('scalar', 'mog')
 _MOG_MIN_SCALE = 1e-4
 # Acme's GaussianMixture initialises all three of its layers with
 # VarianceScaling(1e-5) (fan-in truncated normal): stddev sqrt(1e-5/n_in).
-_mog_layer_init = functools.partial(_dense_init, scale=float(jnp.sqrt(1e-5)))
+# math, not jnp: a jnp operation here would start a JAX backend at import,
+# before the launcher can keep its own JAX off the accelerators (cli.py).
+_mog_layer_init = functools.partial(_dense_init, scale=math.sqrt(1e-5))
 
 
 def init_critic(key, obs_dim: int, action_dim: int, layers: Sequence[int],

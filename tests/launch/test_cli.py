@@ -244,3 +244,30 @@ def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
   r = subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
                      capture_output=True, text=True, timeout=120)
   assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_importing_the_code_starts_no_jax_backend():
+  # The launcher imports a program module (and through it the learner and
+  # networks) before _keep_off_accelerators runs: one jnp operation at
+  # import would start a backend there and claim a GPU's memory in the
+  # launcher. In a fresh process, module by module, so the culprit is named.
+  import subprocess
+  import sys
+  code = ('import importlib, pkgutil, sys\n'
+          'from jax._src import xla_bridge\n'
+          'import agents, configs, launch\n'
+          'from launch import cli\n'
+          'cli._program("train"); cli._program("train-ail")\n'
+          'assert not xla_bridge.backends_are_initialized(), "cli._program"\n'
+          'for pkg in (agents, configs, launch):\n'
+          '  for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):\n'
+          '    importlib.import_module(m.name)\n'
+          '    assert not xla_bridge.backends_are_initialized(), m.name\n'
+          'print("ok")\n')
+  root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
+  r = subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
+                     capture_output=True, text=True, timeout=180)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.strip().endswith('ok')

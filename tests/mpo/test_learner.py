@@ -261,6 +261,31 @@ def test_estep_states_reuse_the_bootstrap_samples_at_next_states():
     np.testing.assert_array_equal(e.td_target, cur.td_target)
 
 
+
+@pytest.mark.parametrize('critic_type', ['scalar', 'mog'])
+@pytest.mark.parametrize('where', ['current', 'current_and_next', 'next'])
+def test_estep_inputs_come_from_the_target_networks_only(where, critic_type):
+  # At init the online and target networks are equal, so a test run there
+  # cannot tell which one a quantity came from: move the online ones.
+  cfg = _cfg(estep_states=where, critic_type=critic_type,
+             mog_num_value_samples=4)
+  state = learner.init(cfg, DIMS, seed=0)
+  batch = _batch()
+  keys = jax.random.PRNGKey(1), jax.random.PRNGKey(2)
+  before = learner.estep_inputs(cfg, state, batch, *keys)
+  shift = lambda t: jax.tree_util.tree_map(lambda x: x + 0.5, t)
+  moved = state._replace(policy=shift(state.policy),
+                         critic=shift(state.critic))
+  after = learner.estep_inputs(cfg, moved, batch, *keys)
+  _assert_trees_equal(after, before)
+  # ... and they do follow the target networks.
+  moved = state._replace(target_policy=shift(state.target_policy),
+                         target_critic=shift(state.target_critic))
+  after = learner.estep_inputs(cfg, moved, batch, *keys)
+  for got, was in ((after.q, before.q), (after.td_target, before.td_target),
+                   (after.target_pi.mean, before.target_pi.mean)):
+    assert not np.allclose(np.asarray(got), np.asarray(was))
+
 # --------------------------------------------------------------------------
 # Gradient clipping (grad_clip_mode) and the logged KL bounds.
 
