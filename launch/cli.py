@@ -457,6 +457,9 @@ def _print_failure(rd, nodes_dir: str) -> None:
 
 
 def train(args, extra, command: str = 'train') -> int:
+  # First, so nothing the launcher does below (imports, checks) can start
+  # JAX on an accelerator.
+  _keep_off_accelerators(args.launch)
   cfg, run_dir, resume = resolve_train_config(args, extra, command)
   program_lib = _program(command)
   demos_record = None
@@ -471,7 +474,6 @@ def train(args, extra, command: str = 'train') -> int:
   lock = Lock(rd)
   lock.acquire()  # refuses a second program on the same run directory
   _refuse_if_nodes_alive(run_dir)
-  _keep_off_accelerators(args.launch)
   if resume:
     latest = check_resumable(cfg, run_dir, program_lib)
     print(f'resuming from {latest}')
