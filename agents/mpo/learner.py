@@ -246,7 +246,7 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
   (_, aux), (g_policy, g_critic) = jax.value_and_grad(
       loss_fn, argnums=(0, 1), has_aux=True)(state.policy, state.critic)
   terms = aux['terms']
-  grad_norms = (optax.global_norm(g_policy), optax.global_norm(g_critic))
+  grad_norms = (optax.tree.norm(g_policy), optax.tree.norm(g_critic))
   if cfg.grad_clip_mode == 'joint':
     g_policy, g_critic = clip_jointly((g_policy, g_critic), cfg.max_grad_norm)
   p_upd, policy_opt = _policy_opt(cfg).update(

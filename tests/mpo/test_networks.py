@@ -9,6 +9,10 @@ from agents.mpo import config
 from agents.mpo import learner
 from agents.mpo import networks
 
+# numpy 2 renamed trapz to trapezoid and later removed trapz; the accelerator
+# image runs numpy 2.
+_trapezoid = getattr(np, 'trapezoid', None) or np.trapz
+
 
 def _critic(seed=0, obs_dim=3, action_dim=2):
   return networks.init_critic(jax.random.PRNGKey(seed), obs_dim, action_dim,
@@ -76,7 +80,7 @@ def test_clipped_gaussian_log_prob_is_the_density_of_clipped_actions():
               :, 0]
   # Interior density plus the two edge masses is a distribution: it sums
   # to one only if the edges carry exactly the mass the clip moves there.
-  total = np.trapz(density[..., 0], np.asarray(inside)[0, :, 0]) + edges
+  total = _trapezoid(density[..., 0], np.asarray(inside)[0, :, 0]) + edges
   np.testing.assert_allclose(total, 1.0, atol=2e-3)
   # A mean beyond the upper edge makes the edge action near certain, where
   # the unclipped density would call it rare.
