@@ -225,9 +225,19 @@ def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
   assert json.load(open(dest)) == {'final_return': 812.5}
 
 
-def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
+def _fresh_python(code, timeout):
+  """Runs `code` in a new interpreter at the repository root, where no JAX
+  backend is up yet and JAX_PLATFORMS is unset."""
   import subprocess
   import sys
+  root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
+  return subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
   # In a fresh process: once a backend is up, jax_platforms is fixed.
   code = ('import jax\n'
           'from launch import cli\n'
@@ -238,11 +248,7 @@ def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
           'assert jax.config.jax_platforms == "cpu"\n'
           'assert {d.platform for d in jax.devices()} == {"cpu"}\n'
           'import os; assert "JAX_PLATFORMS" not in os.environ\n')
-  root = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
-  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
-  r = subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
-                     capture_output=True, text=True, timeout=120)
+  r = _fresh_python(code, timeout=120)
   assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -251,8 +257,6 @@ def test_importing_the_code_starts_no_jax_backend():
   # networks) before _keep_off_accelerators runs: one jnp operation at
   # import would start a backend there and claim a GPU's memory in the
   # launcher. In a fresh process, module by module, so the culprit is named.
-  import subprocess
-  import sys
   code = ('import importlib, pkgutil, sys\n'
           'from jax._src import xla_bridge\n'
           'import agents, configs, launch\n'
@@ -264,10 +268,6 @@ def test_importing_the_code_starts_no_jax_backend():
           '    importlib.import_module(m.name)\n'
           '    assert not xla_bridge.backends_are_initialized(), m.name\n'
           'print("ok")\n')
-  root = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
-  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
-  r = subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
-                     capture_output=True, text=True, timeout=180)
+  r = _fresh_python(code, timeout=180)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.strip().endswith('ok')
