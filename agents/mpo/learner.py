@@ -312,6 +312,9 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
           dual_state.params.alpha_stddev, dcfg.floor)),
       'temperature_dual_residual': t_info.residual,
       'solver_iterations': t_info.solver_iterations,
+      # Extremes over all N×B E-step values, where Acme logs the batch mean
+      # of each state's min/max: one sample far out (an extrapolating or
+      # diverging critic) shows here and averages away there.
       'q_min': jnp.min(q_estep),
       'q_max': jnp.max(q_estep),
       'policy_stddev_min': jnp.min(aux['online_stddev']),

@@ -232,7 +232,7 @@ def _critic_features(p: Params, obs: jax.Array, action: jax.Array):
 
 
 def apply_critic_distribution(p: Params, obs: jax.Array, action: jax.Array,
-                              *, init_scale: float = 1e-3) -> Mixture:
+                              *, init_scale: float) -> Mixture:
   """A mixture critic's return distribution: obs [..., O], action [..., D]
   -> Mixture with fields [..., C] (a 'mog' critic's params only).
 
@@ -256,7 +256,9 @@ def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
   the components' stddevs, so needs no init_scale). Actions are clipped to
   the box first (_critic_features says why)."""
   if 'mog' in p:
-    return mixture_mean(apply_critic_distribution(p, obs, action))
+    # The mean ignores the stddevs, so any init_scale gives the same Q.
+    return mixture_mean(apply_critic_distribution(p, obs, action,
+                                                  init_scale=1.0))
   return _dense(p['head'], _critic_features(p, obs, action))[..., 0]
 
 

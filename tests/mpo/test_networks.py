@@ -271,9 +271,9 @@ def test_mixture_critic_clips_actions_and_its_q_is_the_mixture_mean():
   critic = _mog_critic()
   obs = jax.random.normal(jax.random.PRNGKey(1), (64, 3))
   action = 3.0 * jax.random.normal(jax.random.PRNGKey(2), (64, 2))
-  z = networks.apply_critic_distribution(critic, obs, action)
-  z_clipped = networks.apply_critic_distribution(critic, obs,
-                                                 jnp.clip(action, -1, 1))
+  z = networks.apply_critic_distribution(critic, obs, action, init_scale=1e-3)
+  z_clipped = networks.apply_critic_distribution(
+      critic, obs, jnp.clip(action, -1, 1), init_scale=1e-3)
   for a, b in zip(z, z_clipped):
     np.testing.assert_array_equal(a, b)
   w = np.exp(z.logits) / np.exp(z.logits).sum(-1, keepdims=True)
@@ -299,7 +299,7 @@ def test_mixture_head_starts_as_acmes():
 def test_mixture_distribution_needs_a_mixture_head():
   with pytest.raises(ValueError, match='scalar head'):
     networks.apply_critic_distribution(_critic(), jnp.zeros((1, 3)),
-                                       jnp.zeros((1, 2)))
+                                       jnp.zeros((1, 2)), init_scale=1e-3)
   with pytest.raises(ValueError, match="critic head: expected one of"):
     networks.init_critic(jax.random.PRNGKey(0), 3, 2, (16,), head='c51')
 
