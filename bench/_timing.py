@@ -6,6 +6,7 @@ accelerator image that has jax/optax but no TensorFlow, Reverb or Launchpad.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -81,19 +82,50 @@ def environment_json() -> dict:
   }
 
 
+def _sizes(text: str) -> tuple:
+  """'256,256,256' -> (256, 256, 256), for argparse (a clear error else)."""
+  try:
+    sizes = tuple(int(x) for x in text.split(','))
+  except ValueError:
+    sizes = ()
+  if not sizes or min(sizes) < 1:
+    raise argparse.ArgumentTypeError(
+        f'expected comma-separated positive layer sizes, got {text!r}')
+  return sizes
+
+
 def add_learner_args(parser) -> None:
   """The learner's shape flags bench/learner.py and bench/learner_parts.py
-  share: tasks, K, batch, samples, layers, seed (defaults: the named
-  configs' learner)."""
+  share: tasks, K, batch, samples, layers, critic layers, seed (defaults: the
+  named configs' learner)."""
   parser.add_argument('--tasks', default='cartpole_swingup,walker_walk',
                       help='comma-separated, from: ' + ', '.join(TASK_SHAPES))
   parser.add_argument('--steps_per_call', type=int, default=10,
                       help='SGD steps per jitted call (K)')
   parser.add_argument('--batch_size', type=int, default=256)
   parser.add_argument('--num_samples', type=int, default=20)
-  parser.add_argument('--layers', default='256,256,256',
-                      help='hidden sizes of both policy and critic')
+  parser.add_argument('--layers', type=_sizes, default=(256, 256, 256),
+                      help='hidden sizes of the policy, and of the critic '
+                      'unless --critic_layers')
+  # Acme's make_control_networks defaults to a (512, 512, 256) critic; its
+  # control-suite MPO baseline, like the named configs, uses (256, 256, 256).
+  # The critic's share of a step sets what estep_states='next' can save.
+  parser.add_argument('--critic_layers', type=_sizes, default=None,
+                      help="the critic's hidden sizes (default: --layers)")
   parser.add_argument('--seed', type=int, default=0)
+
+
+def layer_sizes(args) -> tuple:
+  """(policy_layers, critic_layers) from the parsed --layers and
+  --critic_layers."""
+  return args.layers, args.critic_layers or args.layers
+
+
+def layer_fields(args) -> dict:
+  """The sizes as the benchmarks' JSON line records them."""
+  policy, critic = layer_sizes(args)
+  return {'layers': ','.join(map(str, policy)),
+          'critic_layers': ','.join(map(str, critic))}
 
 
 def random_batches(batch_cls, k: int, b: int, obs_dim: int, act_dim: int,

@@ -1,9 +1,11 @@
 """Learner throughput: MPO SGD steps per second on synthetic batches.
 
     python bench/learner.py [--seconds 12] [--steps_per_call 10] [--repeats 5]
+                            [--critic_layers 512,512,256]
 
-Batch 256, 3x256 policy and critic MLPs, 20 action samples, default duals, for
-the observation/action shapes of cartpole_swingup (5, 1) and walker_walk
+Batch 256, 3x256 policy and critic MLPs (--critic_layers sets the critic's
+alone: Acme's make_control_networks default is 512,512,256), 20 action
+samples, default duals, for the observation/action shapes of cartpole_swingup (5, 1) and walker_walk
 (24, 6), with the E-step at s (estep_states='current', the default) and at s'
 reusing the bootstrap's samples ('next': half the critic work), timed in
 interleaved blocks. Each jitted call runs --steps_per_call SGD steps (lax.scan); after a
@@ -60,15 +62,15 @@ def bench_task(task: str, args) -> dict:
   """Times estep_states='current' (the default) and 'next' side by side:
   interleaved blocks, the order alternating, so machine noise hits both."""
   obs_dim, act_dim = _timing.TASK_SHAPES[task]
-  layers = tuple(int(x) for x in args.layers.split(','))
+  policy_layers, critic_layers = _timing.layer_sizes(args)
   k = args.steps_per_call
   runners, compile_s = {}, {}
   names = ESTEP_STATES + (('next_mog',) if args.mog else ())
   for where in names:
     estep_states, critic_type = SETTINGS[where]
     cfg = config_lib.replace(config_lib.MPOConfig(), {
-        'policy_layers': layers,
-        'critic_layers': layers,
+        'policy_layers': policy_layers,
+        'critic_layers': critic_layers,
         'batch_size': args.batch_size,
         'num_samples': args.num_samples,
         'sgd_steps_per_call': k,
@@ -119,8 +121,9 @@ def main(argv=None) -> int:
   print('MPO learner throughput (SGD steps/s)')
   for line in _timing.environment_lines():
     print('  ' + line)
-  print(f'  setup:       batch={args.batch_size} layers={args.layers} '
-        f'(policy and critic) samples={args.num_samples} default duals, '
+  sizes = _timing.layer_fields(args)
+  print(f'  setup:       batch={args.batch_size} policy={sizes["layers"]} '
+        f'critic={sizes["critic_layers"]} samples={args.num_samples} default duals, '
         f'K={args.steps_per_call} steps/call, {args.seconds:g}s x '
         f'{args.repeats} blocks per task')
   print()
@@ -161,7 +164,8 @@ def main(argv=None) -> int:
       payload[f'mog_to_scalar_ratio_next.{t}'] = round(r['mog_to_scalar'], 3)
   return _timing.finish(payload, steps_per_call=args.steps_per_call,
                         batch_size=args.batch_size,
-                        num_samples=args.num_samples, layers=args.layers,
+                        num_samples=args.num_samples,
+                        **_timing.layer_fields(args),
                         **({'mog_value_samples': args.mog_value_samples}
                            if args.mog else {}))
 

@@ -3,6 +3,7 @@ and what it keeps.
 
     python bench/learner_parts.py [--tasks cartpole_swingup,walker_walk]
                                   [--block_seconds 1] [--rounds 9]
+                                  [--critic_layers 512,512,256]
 
 `next` drops one of the two target-critic evaluations of N·B (state, action)
 pairs a `current` step makes, and the target policy at s. With `dropped` the
@@ -74,9 +75,9 @@ def parse_args(argv=None):
 
 
 def _config(args, where: str) -> config_lib.MPOConfig:
-  layers = tuple(int(x) for x in args.layers.split(','))
+  policy_layers, critic_layers = _timing.layer_sizes(args)
   return config_lib.replace(config_lib.MPOConfig(), {
-      'policy_layers': layers, 'critic_layers': layers,
+      'policy_layers': policy_layers, 'critic_layers': critic_layers,
       'batch_size': args.batch_size, 'num_samples': args.num_samples,
       'sgd_steps_per_call': args.steps_per_call, 'estep_states': where})
 
@@ -224,8 +225,10 @@ def main(argv=None) -> int:
   print('MPO learner step, part by part (ms per SGD step)')
   for line in _timing.environment_lines():
     print('  ' + line)
-  print(f'  setup:       batch={args.batch_size} layers={args.layers} '
-        f'samples={args.num_samples} default duals, K={args.steps_per_call}, '
+  sizes = _timing.layer_fields(args)
+  print(f'  setup:       batch={args.batch_size} policy={sizes["layers"]} '
+        f'critic={sizes["critic_layers"]} samples={args.num_samples} '
+        f'default duals, K={args.steps_per_call}, '
         f'{args.rounds} rounds of ~{args.block_seconds:g}s blocks')
   print()
   payload = {}
@@ -254,8 +257,8 @@ def main(argv=None) -> int:
         r['flops']['current'] / r['flops']['next'], 3)
   return _timing.finish(payload, steps_per_call=args.steps_per_call,
                         batch_size=args.batch_size,
-                        num_samples=args.num_samples, layers=args.layers,
-                        rounds=args.rounds)
+                        num_samples=args.num_samples,
+                        **_timing.layer_fields(args), rounds=args.rounds)
 
 
 if __name__ == '__main__':

@@ -20,7 +20,7 @@ ARGS = ['--tasks', 'cartpole_swingup', '--block_seconds', '0.02',
 
 
 def _mlp_flops(n_in, layers, n_out):
-  sizes = (n_in,) + LAYERS + (n_out,)
+  sizes = (n_in,) + tuple(layers) + (n_out,)
   return sum(2 * a * b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
@@ -50,6 +50,32 @@ def test_next_drops_one_critic_evaluation_and_one_policy_pass():
   # adds a little on top, far less than a second critic evaluation.
   assert critic + policy <= dropped < 1.5 * critic + policy, (
       dropped, critic, policy)
+
+
+def test_critic_layers_size_the_critic_alone():
+  # What `next` drops grows with the critic's sizes and only the critic's:
+  # one target-critic evaluation of N·B pairs at the wider critic, plus the
+  # policy pass at the unchanged --layers.
+  obs, act, wide = 5, 1, (64, 32)
+  flops = parts.step_flops(
+      parts.parse_args(ARGS + ['--critic_layers', '64,32']), obs, act)
+  dropped = flops['current'] - flops['next']
+  critic = N * B * _mlp_flops(obs + act, wide, 1)
+  policy = B * _mlp_flops(obs, LAYERS, 2 * act)
+  assert critic + policy <= dropped < 1.5 * critic + policy, (
+      dropped, critic, policy)
+
+
+def test_layer_sizes_are_checked(capsys):
+  for bad in ('256,,256', '256,0', 'wide'):
+    try:
+      parts.parse_args(['--critic_layers', bad])
+    except SystemExit as e:
+      assert e.code == 2
+    else:
+      raise AssertionError(f'--critic_layers {bad!r} was accepted')
+    err = capsys.readouterr().err
+    assert '--critic_layers' in err and repr(bad) in err, err
 
 
 def test_unknown_task_is_refused(capsys):
