@@ -5,12 +5,13 @@
 
 Batch 256, 3x256 policy and critic MLPs (--critic_layers sets the critic's
 alone: Acme's make_control_networks default is 512,512,256), 20 action
-samples, default duals, for the observation/action shapes of cartpole_swingup (5, 1) and walker_walk
-(24, 6), with the E-step at s (estep_states='current', the default) and at s'
-reusing the bootstrap's samples ('next': half the critic work), timed in
-interleaved blocks. Each jitted call runs --steps_per_call SGD steps (lax.scan); after a
-compile/warm-up, --seconds per task are split into --repeats timed blocks and
-the median block rate is reported.
+samples, default duals, for the observation/action shapes of cartpole_swingup
+(5, 1) and walker_walk (24, 6), with the E-step at s (estep_states='current',
+the default) and at s' reusing the bootstrap's samples ('next': half the
+critic work), timed in interleaved blocks. Each jitted call runs
+--steps_per_call SGD steps (lax.scan); after a compile/warm-up, --seconds per
+task are split into --repeats timed blocks and the median block rate is
+reported.
 
 Imports only jax, optax, numpy and agents.mpo (no TensorFlow, Reverb or
 Launchpad), so it runs unchanged on a bare accelerator image; it checks that
@@ -123,9 +124,9 @@ def main(argv=None) -> int:
     print('  ' + line)
   sizes = _timing.layer_fields(args)
   print(f'  setup:       batch={args.batch_size} policy={sizes["layers"]} '
-        f'critic={sizes["critic_layers"]} samples={args.num_samples} default duals, '
-        f'K={args.steps_per_call} steps/call, {args.seconds:g}s x '
-        f'{args.repeats} blocks per task')
+        f'critic={sizes["critic_layers"]} samples={args.num_samples} '
+        f'default duals, K={args.steps_per_call} steps/call, '
+        f'{args.seconds:g}s x {args.repeats} blocks per task')
   print()
   results = [bench_task(t, args) for t in tasks]
 
