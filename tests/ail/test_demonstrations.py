@@ -10,12 +10,11 @@ from agents.ail import demonstrations
 from agents.common import environments
 from agents.mpo import config as mpo_config
 from agents.mpo import networks
+from tests import REPO_ROOT
 
 DemoError = demonstrations.DemoError
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-EXPERT_PATH = os.path.join(_REPO_ROOT, '..', 'shared', 'demos',
+EXPERT_PATH = os.path.join(REPO_ROOT, '..', 'shared', 'demos',
                            'cartpole_swingup_expert.npz')
 
 # A dm_control-like layout, with two action dims so that width errors show.

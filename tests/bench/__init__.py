@@ -3,8 +3,7 @@
 import importlib.util
 import os
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from tests import REPO_ROOT
 
 
 def load_script(name: str):

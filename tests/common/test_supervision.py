@@ -10,9 +10,7 @@ import time
 import pytest
 
 from agents.common import supervision
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from tests import REPO_ROOT as ROOT
 
 
 def _python(code, env=None):

@@ -7,8 +7,7 @@ import sys
 import psutil
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from tests import REPO_ROOT as ROOT
 
 
 def run_tandem(args, timeout=240):

@@ -11,6 +11,7 @@ from agents.common.rundir import Lock, RunDir
 from configs import mpo as named
 from launch import cli
 from launch import config as config_lib
+from tests import REPO_ROOT
 
 
 def _main(capsys, *argv):
@@ -228,12 +229,9 @@ def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
 def _fresh_python(code, timeout):
   """Runs `code` in a new interpreter at the repository root, where no JAX
   backend is up yet and JAX_PLATFORMS is unset."""
-  import subprocess
   import sys
-  root = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
   env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
-  return subprocess.run([sys.executable, '-c', code], cwd=root, env=env,
+  return subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, env=env,
                         capture_output=True, text=True, timeout=timeout)
 
 
