@@ -197,8 +197,16 @@ def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
   record = _demos_record(cfg.demos, demos)
   path = os.path.join(run_dir, 'demos.json') if run_dir else None
   if path and os.path.isfile(path):
-    with open(path) as f:
-      first = json.load(f)
+    try:
+      with open(path) as f:
+        first = json.load(f)
+      if not isinstance(first, dict):
+        raise ValueError(f'a JSON object expected, got {type(first).__name__}')
+    except (OSError, ValueError) as e:
+      raise UsageError(
+          f'{path}: unreadable ({e}); it records the demonstrations file '
+          'this run started with (path, sha256, transitions), which a '
+          'resume must match') from e
     if first.get('sha256') != record['sha256']:
       raise UsageError(
           f'--demos: {cfg.demos} (sha256 {record["sha256"][:12]}…, '
@@ -472,7 +480,11 @@ def train(args, extra, command: str = 'train') -> int:
     raise UsageError(f'run directory {run_dir} already holds a run; continue '
                      f'it with --resume {run_dir}, or pick another --name')
   lock = Lock(rd)
-  lock.acquire()  # refuses a second program on the same run directory
+  try:
+    lock.acquire()  # refuses a second program on the same run directory
+  except OSError as e:  # RunDirLocked is not one: main() reports it
+    raise UsageError(f'run directory {run_dir}: cannot be created or locked '
+                     f'({e}); check --runs_root') from e
   _refuse_if_nodes_alive(run_dir)
   if resume:
     latest = check_resumable(cfg, run_dir, program_lib)
@@ -624,6 +636,11 @@ def collect_demos(args) -> int:
   if args.episodes < 1:
     raise UsageError(f'--episodes: expected an integer >= 1, got '
                      f'{args.episodes}')
+  # Before the episodes are collected, not after: they can take minutes.
+  out_dir = os.path.dirname(os.path.abspath(args.out))
+  if not (os.path.isdir(out_dir) and os.access(out_dir, os.W_OK)):
+    raise UsageError(f'--out {args.out}: the directory {out_dir} does not '
+                     'exist or is not writable')
   with open(rd.config) as f:
     cfg = config_lib.from_dict(json.load(f))
   program = _program('train-ail' if isinstance(

@@ -284,6 +284,9 @@ def config_class(data: dict):
 
 def from_dict(data: dict) -> TrainConfig:
   """Inverse of to_dict, re-validating every field."""
+  if not isinstance(data, dict):
+    raise ConfigError(f'a config must be a JSON object of fields, got '
+                      f'{type(data).__name__}')
   flat = {}
 
   def walk(d, prefix):

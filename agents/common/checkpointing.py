@@ -54,27 +54,43 @@ def _open(path: str):
     raise CheckpointError(
         f'checkpoint {path}: not a readable .npz checkpoint ({e})') from e
   if _META_KEY not in names:
+    data.close()
     raise CheckpointError(f'checkpoint {path}: no {_META_KEY} entry; not a '
                           'Tandem checkpoint')
   return data
 
 
-def read_metadata(path: str) -> dict:
-  data = _open(path)
+def _metadata(path: str, data) -> dict:
   try:
     meta = json.loads(str(data[_META_KEY]))
   except (ValueError, zipfile.BadZipFile, OSError) as e:
     raise CheckpointError(f'checkpoint {path}: corrupt metadata ({e})') from e
-  if meta.get('format') != _FORMAT:
-    raise CheckpointError(f'checkpoint {path}: format {meta.get("format")!r}, '
+  if not isinstance(meta, dict) or meta.get('format') != _FORMAT:
+    found = meta.get('format') if isinstance(meta, dict) else meta
+    raise CheckpointError(f'checkpoint {path}: format {found!r}, '
                           f'expected {_FORMAT!r}')
   return meta
 
 
+def read_metadata(path: str) -> dict:
+  with _open(path) as data:
+    return _metadata(path, data)
+
+
 def restore_tree(path: str, template):
   """Returns a tree shaped like `template` holding the arrays in `path`."""
-  read_metadata(path)
-  data = _open(path)
+  return restore_with_metadata(path, template)[0]
+
+
+def restore_with_metadata(path: str, template) -> tuple[Any, dict]:
+  """(tree shaped like `template`, metadata) from one opening of `path`, so
+  the two cannot come from different files."""
+  with _open(path) as data:
+    meta = _metadata(path, data)
+    return _fill(path, data, template), meta
+
+
+def _fill(path: str, data, template):
   named = _named_leaves(template)
   stored = set(data.files) - {_META_KEY}
   wanted = {name for name, _ in named}

@@ -54,13 +54,13 @@ class Counter:
     try:
       with open(path) as f:
         state = json.load(f)
-      counts = state['counts']
+      counts = {k: int(v) for k, v in state['counts'].items()}
       self._elapsed_before = float(state['elapsed_s'])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+      extra = dict(state.get('extra', {}))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
       raise CounterStateError(f'counter state {path}: unreadable ({e})') from e
-    for k, v in counts.items():
-      self._counts[k] = int(v)
-    self._extra = dict(state.get('extra', {}))
+    self._counts.update(counts)
+    self._extra = extra
 
   def increment(self, **deltas: int) -> dict:
     """Adds to the named counts and returns all counts (with elapsed_s)."""

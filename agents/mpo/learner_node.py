@@ -51,18 +51,17 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     self._lock = threading.Lock()
     state = self._init_state(dims)
     latest = checkpointing.latest(self._run_dir.learner_checkpoints)
+    # The counts a checkpoint records until the first counter call: a
+    # resumed learner stopped before that call must not overwrite its newest
+    # checkpoint with empty counts (resume would fall back to counter.json).
+    self._counts: dict = {}
     if resume and latest is not None:
-      state = checkpointing.restore_tree(latest, state)
+      state, meta = checkpointing.restore_with_metadata(latest, state)
+      self._counts = dict(meta.get('counts') or {})
       logging.info('learner: restored %s (learner step %d)', latest,
                    self._checkpoint_step(state))
     self._state = state
     self._restored = resume and latest is not None
-    # The counts a checkpoint records until the first counter call: a
-    # resumed learner stopped before that call must not overwrite its newest
-    # checkpoint with empty counts (resume would fall back to counter.json).
-    self._counts: dict = (
-        dict(checkpointing.read_metadata(latest).get('counts') or {})
-        if self._restored else {})
     self._batches: Optional[replay.BatchStream] = None
     self._publish()
     self._device = str(jax.devices()[0])

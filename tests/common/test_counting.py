@@ -47,6 +47,20 @@ def test_unknown_count_and_bad_files_are_rejected(tmp_path):
     counting.Counter(str(bad), restore=True)
 
 
+@pytest.mark.parametrize('text', [
+    '[1, 2]', '{"counts": [1], "elapsed_s": 0}',
+    '{"counts": {"env_steps": "many"}, "elapsed_s": 0}',
+    '{"counts": {}, "elapsed_s": 0, "extra": 3}'])
+def test_counter_files_of_the_wrong_shape_are_rejected_by_name(tmp_path,
+                                                               text):
+  # Valid JSON of the wrong shape, not only broken JSON, is refused as a
+  # CounterStateError (the CLI turns that into a usage error before launch).
+  bad = tmp_path / 'shape.json'
+  bad.write_text(text)
+  with pytest.raises(counting.CounterStateError, match='shape.json'):
+    counting.Counter(str(bad), restore=True)
+
+
 def test_rates_use_global_elapsed_time():
   a = {'env_steps': 0, 'learner_steps': 0, 'elapsed_s': 10.0}
   b = {'env_steps': 1000, 'learner_steps': 100, 'elapsed_s': 20.0}

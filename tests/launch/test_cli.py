@@ -84,6 +84,26 @@ def test_resume_of_a_non_run_directory_is_refused(capsys, tmp_path):
   assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
 
 
+@pytest.mark.parametrize('text', ['[1]', 'null', '{"env": '])
+def test_resume_with_a_config_json_that_is_not_a_config_names_it(
+    capsys, tmp_path, text):
+  (tmp_path / 'config.json').write_text(text)
+  rc, err = _main(capsys, 'train', '--resume', str(tmp_path))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'config.json is unreadable or invalid' in err, err
+  assert (tmp_path / 'config.json').read_text() == text
+
+
+def test_a_runs_root_that_cannot_be_created_is_named(capsys, tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('not a directory')
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                  '--runs_root', str(blocker / 'runs'), '--name', 'x')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'cannot be created or locked' in err and '--runs_root' in err, err
+  assert blocker.read_text() == 'not a directory'
+
+
 def test_existing_run_is_not_silently_reused(capsys, tmp_path):
   _fake_run(tmp_path)
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',

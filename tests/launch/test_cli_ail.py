@@ -98,6 +98,30 @@ def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
   assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
 
 
+def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
+                                                  monkeypatch):
+  import json
+  from agents.ail import demonstrations
+  from agents.common import checkpointing
+  from agents.common.rundir import RunDir
+  from configs import mpo as named
+  from launch import mpo as program
+  cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
+  rd = RunDir(str(tmp_path / cfg.name)).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  checkpointing.save_numbered(rd.learner_checkpoints, 0,
+                              program.learner_template(cfg))
+  calls = []
+  monkeypatch.setattr(demonstrations, 'collect',
+                      lambda *a, **k: calls.append(a))
+  rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
+                  '1', '--out', str(tmp_path / 'no_such_dir' / 'x.npz'))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'no_such_dir' in err and 'not writable' in err, err
+  assert calls == []
+
+
 def test_resume_refuses_changed_demonstrations_and_round_sizes(
     capsys, tmp_path, demos):
   import json
@@ -118,6 +142,27 @@ def test_resume_refuses_changed_demonstrations_and_round_sizes(
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--demos', other)
   assert rc == cli.EXIT_BAD_INPUT
   assert 'other.npz' in err and 'not the file this run started with' in err
+
+
+@pytest.mark.parametrize('text', ['{"sha256": ', '["x"]'])
+def test_resume_refuses_an_unreadable_demos_record_and_keeps_it(
+    capsys, tmp_path, demos, text):
+  import json
+  from agents.common.rundir import RunDir
+  from configs import ail as named
+  cfg = config_lib.apply_overrides(named.tiny(), {
+      'runs_root': str(tmp_path), 'demos': demos})
+  rd = RunDir(str(tmp_path / cfg.name)).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  record = os.path.join(rd.root, 'demos.json')
+  with open(record, 'w') as f:
+    f.write(text)
+  rc, err = _main(capsys, 'train-ail', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'demos.json: unreadable' in err, err
+  with open(record) as f:
+    assert f.read() == text
 
 
 def test_resume_hints_name_the_adversarial_command():

@@ -28,6 +28,12 @@ def test_json_round_trip_is_exact():
     assert again == cfg
 
 
+@pytest.mark.parametrize('data', [[1], None, 'cartpole'])
+def test_from_dict_refuses_what_is_not_an_object(data):
+  with pytest.raises(ConfigError, match='JSON object'):
+    config_lib.from_dict(data)
+
+
 def test_overrides_parse_types():
   cfg = config_lib.apply_overrides(config_lib.TrainConfig(), {
       'tensorboard': 'false', 'samples_per_insert': '64',
