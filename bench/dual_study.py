@@ -920,7 +920,9 @@ def collect(runs_root: str, records_dir, strategies, seeds=None) -> list:
   out = []
   for key in sorted(set(runs) | set(recs), key=lambda k: (order[k[0]], k[1])):
     run_dir, path = runs.get(key), recs.get(key)
-    if run_dir is not None:
+    # An unfinished run directory beside a record is not read at all.
+    if run_dir is not None and (path is None or os.path.isfile(
+        os.path.join(run_dir, 'final.json'))):
       parts = run_parts(run_dir)
       if parts[0] is not None or path is None:
         out.append(key + (run_dir, parts))

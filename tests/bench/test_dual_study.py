@@ -91,6 +91,15 @@ def test_the_strategies_exist_and_run_defaults_to_the_five_dual_ones():
       'adam1', 'adam10', 'sgd10_temp', 'exact_before', 'exact_after']
 
 
+def test_benchmarks_md_lists_every_strategy():
+  # The study's section is where a reader learns what a cell name means.
+  text = open(os.path.join(REPO_ROOT, 'BENCHMARKS.md')).read()
+  start = text.index('## Dual strategies: the learning study')
+  section = text[start:text.index('- Cells are', start)]
+  missing = [s for s in ds.STRATEGIES if f'`{s}`' not in section]
+  assert not missing, missing
+
+
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
 def test_overrides_give_the_strategy_on_make_run(strategy):
   base = cli.load_named_config(MAKE_RUN)
@@ -601,6 +610,23 @@ def test_records_alone_give_the_same_study(study, tmp_path, capsys):
   assert cells['adam1_s0']['source'].endswith('adam1_s0.json')
   md = (empty / 'dual_study.md').read_text()
   assert '| adam1_s0 | counted, record |' in md
+
+
+def test_a_record_wins_over_an_unfinished_run_without_reading_it(
+    study, tmp_path, tiny, capsys, monkeypatch):
+  records = str(study.parent / 'records')
+  _summary(study, capsys)
+  fresh = tmp_path / 'fresh_runs'
+  part = str(fresh / 'adam1_s0')  # restarted here, recorded elsewhere
+  _config_json(part, tiny, 'adam1', 0)
+  _evaluator_csv(part, [(0, 0.0)], None, BUDGET)
+  read = []
+  real = ds.run_parts
+  monkeypatch.setattr(ds, 'run_parts', lambda d: read.append(d) or real(d))
+  found = {(s, n): src for s, n, src, _ in
+           ds.collect(str(fresh), records, ['adam1'], [0])}
+  assert found[('adam1', 0)].endswith('adam1_s0.json')
+  assert read == []
 
 
 def test_plan_skips_a_recorded_cell_and_refuses_a_corrupt_record(
