@@ -568,10 +568,14 @@ def main(argv=None) -> int:
     args.records_dir = default_records_dir(args.runs_root)
   args.records_dir = (os.path.abspath(args.records_dir) if args.records_dir
                       else None)
-  if args.command == 'run':
-    return run(args)
-  summarise(args.runs_root, args.kinds, args.demos, args.png,
-            args.records_dir)
+  try:
+    if args.command == 'run':
+      return run(args)
+    summarise(args.runs_root, args.kinds, args.demos, args.png,
+              args.records_dir)
+  except OSError as e:  # an unwritable runs_root, records_dir or --png
+    raise SystemExit(f'ail_learning: {e.filename or args.runs_root}: '
+                     f'{e.strerror or e}') from e
   return 0
 
 

@@ -1171,9 +1171,13 @@ def main(argv=None) -> int:
       name))
   if args.png:
     args.png = os.path.abspath(args.png)
-  if args.command == 'run':
-    return run(args)
-  _summary(args)
+  try:
+    if args.command == 'run':
+      return run(args)
+    _summary(args)
+  except OSError as e:  # an unwritable runs_root, records_dir or --png
+    raise SystemExit(f'dual_study: {e.filename or args.runs_root}: '
+                     f'{e.strerror or e}') from e
   return 0
 
 

@@ -157,3 +157,12 @@ def test_run_skips_a_cell_recorded_elsewhere(tmp_path, capsys):
                   '--runs_root', str(runs), '--records_dir',
                   str(records)]) == 0
   assert 'gail_s0: skip (finished (recorded in' in capsys.readouterr().out
+
+
+def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('kept')
+  with pytest.raises(SystemExit, match=r'ail_learning: .*a_file/study'):
+    al.main(['run', '--kinds', 'gail', '--seeds', '0', '--runs_root',
+             str(blocker / 'study'), '--records_dir', ''])
+  assert blocker.read_text() == 'kept'

@@ -612,6 +612,17 @@ def test_records_alone_give_the_same_study(study, tmp_path, capsys):
   assert '| adam1_s0 | counted, record |' in md
 
 
+@pytest.mark.parametrize('command', ['summary', 'run'])
+def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path, command):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('kept')
+  with pytest.raises(SystemExit, match=r'dual_study: .*a_file/study'):
+    ds.main([command, '--config', TINY, '--runs_root',
+             str(blocker / 'study'), '--strategies', 'adam1', '--seeds', '0',
+             '--records_dir', str(tmp_path / 'records')])
+  assert blocker.read_text() == 'kept'
+
+
 def test_a_record_wins_over_an_unfinished_run_without_reading_it(
     study, tmp_path, tiny, capsys, monkeypatch):
   records = str(study.parent / 'records')
