@@ -4,7 +4,12 @@
 #
 #   bash bench/accelerator.sh            # on the device: its python3 has jax and optax
 #   PY=.venv/bin/python bash bench/accelerator.sh     # here, on the CPU
+#   bash bench/accelerator.sh --critic_layers 512,512,256   # a second call
 #
+# Arguments, where given, go to bench/learner.py and bench/learner_parts.py
+# (the shape flags they share, e.g. the reference's default critic), and
+# bench/duals.py is skipped: such a call fits in 390 s and writes
+# <script>-variant.txt, so it does not replace the defaults' files.
 # Runs bench/learner.py (steps/s, next/current), bench/learner_parts.py (where
 # a step's time goes, flop counts) and bench/duals.py (cost of each dual
 # strategy), each under its own time limit so that one hang cannot eat the
@@ -21,10 +26,17 @@ cd "$(dirname "$0")/.."
     2>&1 | tee "$DEST/devices.txt" || exit 1
 status=0
 # Limits: 150 + 240 + 180 s, inside the device's 600 s per command.
-for run in learner:150 learner_parts:240 duals:180; do
+runs="learner:150 learner_parts:240 duals:180"
+suffix=
+if [ $# -gt 0 ]; then
+  runs="learner:150 learner_parts:240"
+  suffix=-variant
+fi
+for run in $runs; do
   script=${run%%:*}
-  echo "== bench/$script.py"
-  timeout "${run##*:}" "$PY" "bench/$script.py" 2>&1 | tee "$DEST/$script.txt" \
+  echo "== bench/$script.py $*"
+  timeout "${run##*:}" "$PY" "bench/$script.py" "$@" 2>&1 \
+      | tee "$DEST/$script$suffix.txt" \
       || { echo "bench/$script.py failed (status $?)"; status=1; }
 done
 exit $status
