@@ -2,7 +2,10 @@
 
 Every row carries env_steps and learner_steps (the global counts), so curves
 from different nodes, rounds and restarts line up on one axis. Files are
-appended to on resume, never truncated.
+appended to on resume, never truncated, save one thing: a last line without
+its line end (a write cut short, e.g. by a full disk) is moved to
+<dir>/discarded/torn/<label>.csv before the first append, which would
+otherwise run the next row into it and log a row of wrong counts.
 
 Why not `acme.utils.loggers` (CSVLogger, TFSummaryLogger): Acme's CSV logger
 writes into a new time-stamped directory per process by default and accepts
@@ -42,6 +45,8 @@ class Logger:
     os.makedirs(directory, exist_ok=True)
     self._path = os.path.join(directory, f'{label}.csv')
     self._fields: Optional[list] = None
+    set_aside_torn_line(self._path,
+                         os.path.join(directory, 'discarded', 'torn'))
     if os.path.exists(self._path) and os.path.getsize(self._path) > 0:
       with open(self._path, newline='') as f:
         header = next(csv.reader(f), None)
@@ -87,6 +92,38 @@ class Logger:
         if k not in ('env_steps', 'wall_time') and isinstance(v, (int, float)):
           tf.summary.scalar(f'{self._label}/{k}', v, step=step)
     self._tb.flush()
+
+
+def set_aside_torn_line(path: str, dest: str) -> None:
+  """Moves the bytes after `path`'s last line end (all of them where there
+  is none, a torn header) to dest/<same name>, then cuts them off `path`."""
+  if not os.path.exists(path):
+    return
+  with open(path, 'rb+') as f:
+    size = f.seek(0, os.SEEK_END)
+    if size == 0:
+      return
+    f.seek(size - 1)
+    if f.read(1) == b'\n':
+      return
+    end = size
+    keep = 0  # bytes up to and including the last line end
+    while end > 0:
+      start = max(0, end - 65536)
+      f.seek(start)
+      at = f.read(end - start).rfind(b'\n')
+      if at >= 0:
+        keep = start + at + 1
+        break
+      end = start
+    f.seek(keep)
+    torn = f.read()
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, os.path.basename(path)), 'ab') as out:
+      out.write(torn + b'\n')
+      out.flush()
+      os.fsync(out.fileno())
+    f.truncate(keep)
 
 
 def _scalar(v):

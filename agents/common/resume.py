@@ -30,6 +30,7 @@ from typing import Optional
 
 from agents.common import checkpointing
 from agents.common import counting
+from agents.common import logs
 from agents.common.files import write_json_atomic
 from agents.common.rundir import RunDir
 
@@ -80,6 +81,10 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
+  # A torn last row's numbers may be cut short ("19" of "196"), so it can
+  # look like a row before the checkpoint: set aside, never kept.
+  logs.set_aside_torn_line(path, os.path.join(os.path.dirname(path),
+                                              'discarded', 'torn'))
   with open(path, newline='') as f:
     reader = csv.reader(f)
     header = next(reader, None)
@@ -92,7 +97,7 @@ def _cut(path: str, axis: str, limit: int, dest: str) -> int:
     try:
       return float(row[col]) > limit
     except (IndexError, ValueError):
-      return False   # a torn last line: kept as it was
+      return False   # a short row (Logger never writes one): kept
   gone = [r for r in rows if past(r)]
   if not gone:
     return 0

@@ -75,6 +75,21 @@ def test_counts_and_logs_roll_back_to_the_checkpoint(tmp_path):
       old_eval[1:]
 
 
+def test_a_torn_last_row_is_set_aside_not_kept_as_an_early_row(tmp_path):
+  # Cut short, "4900,196,19.6" reads as learner step 19: behind the
+  # checkpoint's 120, it would be kept as a row of wrong counts.
+  ckpt = {'env_steps': 3000, 'learner_steps': 120}
+  rd, path = _run_dir(tmp_path, ckpt)
+  learner_csv = os.path.join(rd.logs, 'learner.csv')
+  with open(learner_csv, 'a') as f:
+    f.write('4900,19')
+  resume.reconcile(rd, path, segment=2)
+  learner = _read(learner_csv)
+  assert [int(r[1]) for r in learner[1:]] == list(range(10, 121, 10))
+  with open(os.path.join(rd.logs, 'discarded', 'torn', 'learner.csv')) as f:
+    assert f.read() == '4900,19\n'
+
+
 def test_counter_behind_the_checkpoint_moves_forward(tmp_path):
   ckpt = {'env_steps': 6000, 'learner_steps': 240, 'episodes': 6,
           'elapsed_s': 1.0}
