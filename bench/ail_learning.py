@@ -360,7 +360,10 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
     cells = []
     for seed in sorted(set(dirs) | set(records[kind])):
       run_dir = dirs.get(seed)
-      parts = run_parts(run_dir) if run_dir else None
+      # An unfinished run directory beside a record is not read at all.
+      parts = (run_parts(run_dir) if run_dir and (
+          seed not in records[kind] or
+          os.path.isfile(os.path.join(run_dir, 'final.json'))) else None)
       if parts is not None and parts[1] is not None:
         if records_dir:
           store_record(records_dir, kind, seed, run_dir, parts)
@@ -574,8 +577,9 @@ def main(argv=None) -> int:
     summarise(args.runs_root, args.kinds, args.demos, args.png,
               args.records_dir)
   except OSError as e:  # an unwritable runs_root, records_dir or --png
-    raise SystemExit(f'ail_learning: {e.filename or args.runs_root}: '
-                     f'{e.strerror or e}') from e
+    if not e.filename:
+      raise  # not a path of ours: keep the traceback
+    raise SystemExit(f'ail_learning: {e.filename}: {e.strerror or e}') from e
   return 0
 
 

@@ -1176,8 +1176,9 @@ def main(argv=None) -> int:
       return run(args)
     _summary(args)
   except OSError as e:  # an unwritable runs_root, records_dir or --png
-    raise SystemExit(f'dual_study: {e.filename or args.runs_root}: '
-                     f'{e.strerror or e}') from e
+    if not e.filename:
+      raise  # not a path of ours: keep the traceback
+    raise SystemExit(f'dual_study: {e.filename}: {e.strerror or e}') from e
   return 0
 
 

@@ -115,12 +115,7 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     if not os.path.isfile(cfg_path):
       raise UsageError(f'--resume {args.resume}: no config.json there; is it '
                        'a Tandem run directory?')
-    try:
-      with open(cfg_path) as f:
-        cfg = config_lib.from_dict(json.load(f))
-    except (ValueError, ConfigError) as e:
-      raise UsageError(f'--resume {args.resume}: config.json is unreadable or '
-                       f'invalid ({e})') from e
+    cfg = _load_run_config(cfg_path, f'--resume {args.resume}')
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
     _check_kind(cfg, command, f'--resume {args.resume}')
@@ -178,6 +173,17 @@ def _drop_replay(rd, segment: int) -> Optional[str]:
   dest = f'{rd.replay_checkpoints}-dropped-segment-{segment}'
   os.replace(rd.replay_checkpoints, dest)
   return dest
+
+
+def _load_run_config(path: str, named_by: str):
+  """A run directory's config.json, or a UsageError naming the flag and
+  value (`named_by`) that pointed at the run."""
+  try:
+    with open(path) as f:
+      return config_lib.from_dict(json.load(f))
+  except (OSError, ValueError, ConfigError) as e:
+    raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                     f'({e})') from e
 
 
 def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
@@ -363,6 +369,10 @@ def _reconcile(rd, checkpoint: str, segment: int) -> None:
   if done['discarded_rows']:
     print('log rows past the checkpoint moved to '
           f'{resume_lib.discarded_dir(rd, segment)}: {done["discarded_rows"]}')
+  if done['torn_lines']:
+    print('log lines cut short (no line end) moved to '
+          f'{resume_lib.discarded_dir(rd, segment)}/torn: '
+          f'{sorted(done["torn_lines"])}')
 
 
 def _archive_final(rd, segment: int) -> Optional[str]:
@@ -483,8 +493,9 @@ def train(args, extra, command: str = 'train') -> int:
   try:
     lock.acquire()  # refuses a second program on the same run directory
   except OSError as e:  # RunDirLocked is not one: main() reports it
+    flag = '--resume' if resume else '--runs_root'
     raise UsageError(f'run directory {run_dir}: cannot be created or locked '
-                     f'({e}); check --runs_root') from e
+                     f'({e}); check {flag}') from e
   _refuse_if_nodes_alive(run_dir)
   if resume:
     latest = check_resumable(cfg, run_dir, program_lib)
@@ -641,8 +652,7 @@ def collect_demos(args) -> int:
   if not (os.path.isdir(out_dir) and os.access(out_dir, os.W_OK)):
     raise UsageError(f'--out {args.out}: the directory {out_dir} does not '
                      'exist or is not writable')
-  with open(rd.config) as f:
-    cfg = config_lib.from_dict(json.load(f))
+  cfg = _load_run_config(rd.config, f'--run {args.run}')
   program = _program('train-ail' if isinstance(
       cfg, config_lib.AILTrainConfig) else 'train')
   latest = checkpointing.latest(rd.learner_checkpoints)

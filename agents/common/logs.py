@@ -16,6 +16,7 @@ counts (checked here) and continue the same file across restarts.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import time
 from typing import Mapping, Optional
@@ -45,8 +46,10 @@ class Logger:
     os.makedirs(directory, exist_ok=True)
     self._path = os.path.join(directory, f'{label}.csv')
     self._fields: Optional[list] = None
-    set_aside_torn_line(self._path,
-                         os.path.join(directory, 'discarded', 'torn'))
+    torn_dir = os.path.join(directory, 'discarded', 'torn')
+    if set_aside_torn_line(self._path, torn_dir):
+      logging.warning('%s: its last line had no line end; moved to %s',
+                      self._path, torn_dir)
     if os.path.exists(self._path) and os.path.getsize(self._path) > 0:
       with open(self._path, newline='') as f:
         header = next(csv.reader(f), None)
@@ -94,18 +97,27 @@ class Logger:
     self._tb.flush()
 
 
-def set_aside_torn_line(path: str, dest: str) -> None:
+def set_aside_torn_line(path: str, dest: str) -> bytes:
   """Moves the bytes after `path`'s last line end (all of them where there
-  is none, a torn header) to dest/<same name>, then cuts them off `path`."""
+  is none, a torn header) to dest/<same name>, cuts them off `path` and
+  returns them (b'' where the file ends with its line end).
+
+  A file cut between csv's "\\r" and "\\n" holds a whole last row: it gets
+  its "\\n" instead. Assumes that nothing appends to `path` meanwhile (one
+  writing process per log file; a resume runs before the nodes start).
+  """
   if not os.path.exists(path):
-    return
+    return b''
   with open(path, 'rb+') as f:
     size = f.seek(0, os.SEEK_END)
     if size == 0:
-      return
+      return b''
     f.seek(size - 1)
-    if f.read(1) == b'\n':
-      return
+    last = f.read(1)
+    if last == b'\r':
+      f.write(b'\n')
+    if last in (b'\n', b'\r'):
+      return b''
     end = size
     keep = 0  # bytes up to and including the last line end
     while end > 0:
@@ -124,6 +136,7 @@ def set_aside_torn_line(path: str, dest: str) -> None:
       out.flush()
       os.fsync(out.fileno())
     f.truncate(keep)
+  return torn
 
 
 def _scalar(v):

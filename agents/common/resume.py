@@ -14,7 +14,9 @@ with the checkpoint before any node starts:
   learner_steps in learner.csv, discriminator_steps in discriminator.csv,
   env_steps elsewhere), so on every axis a resumed run continues without
   going back. Nothing is deleted: the removed rows and the old counter.json
-  go to logs/discarded/segment-<k>/.
+  go to logs/discarded/segment-<k>/, and a last line a hard kill cut short
+  (no line end; its numbers may be cut short too) to
+  logs/discarded/segment-<k>/torn/.
 
 TensorBoard event files are append-only and are not rolled back: after a
 hard kill they may show the discarded stretch twice.
@@ -48,8 +50,9 @@ def discarded_dir(rd: RunDir, segment: int) -> str:
 def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
   """Rolls counter.json and logs/*.csv back (or forward) to `checkpoint`'s
   counts, for the `segment`-th launch. Returns {'counts': ..., 'before':
-  counter.json's counts, 'discarded_rows': {file: n}}, or None when the
-  checkpoint predates count metadata (then nothing changes)."""
+  counter.json's counts, 'discarded_rows': {file: n}, 'torn_lines': {file:
+  text}}, or None when the checkpoint predates count metadata (then nothing
+  changes here; each log's Logger still sets a torn line aside)."""
   counts = checkpointing.read_metadata(checkpoint).get('counts')
   if not counts or 'env_steps' not in counts:
     return None
@@ -68,23 +71,26 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
     state['elapsed_s'] = max(float(state['elapsed_s']),
                              float(counts.get('elapsed_s', 0.0)))
     write_json_atomic(rd.counter, state)
-  discarded = {}
+  discarded, torn_lines = {}, {}
   for name in sorted(os.listdir(rd.logs)) if os.path.isdir(rd.logs) else []:
     if name.endswith('.csv'):
+      path = os.path.join(rd.logs, name)
+      # A torn last row's numbers may be cut short ("19" of "196"), so it
+      # can look like a row before the checkpoint: set aside, never kept.
+      torn = logs.set_aside_torn_line(path, os.path.join(dest, 'torn'))
+      if torn:
+        torn_lines[name] = torn.decode(errors='replace')
       axis = AXIS.get(name, 'env_steps')
-      n = _cut(os.path.join(rd.logs, name), axis, new[axis], dest)
+      n = _cut(path, axis, new[axis], dest)
       if n:
         discarded[name] = n
-  return {'counts': new, 'before': before, 'discarded_rows': discarded}
+  return {'counts': new, 'before': before, 'discarded_rows': discarded,
+          'torn_lines': torn_lines}
 
 
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
-  # A torn last row's numbers may be cut short ("19" of "196"), so it can
-  # look like a row before the checkpoint: set aside, never kept.
-  logs.set_aside_torn_line(path, os.path.join(os.path.dirname(path),
-                                              'discarded', 'torn'))
   with open(path, newline='') as f:
     reader = csv.reader(f)
     header = next(reader, None)

@@ -166,3 +166,17 @@ def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path):
     al.main(['run', '--kinds', 'gail', '--seeds', '0', '--runs_root',
              str(blocker / 'study'), '--records_dir', ''])
   assert blocker.read_text() == 'kept'
+
+
+def test_a_record_wins_over_an_unfinished_run_without_reading_it(
+    study, tmp_path, monkeypatch):
+  records = study.parent / 'records'
+  al.summarise(str(study), ['gail'], DEMOS, records_dir=str(records))
+  fresh = tmp_path / 'fresh_runs'
+  _write_run(fresh, 'gail', 0, [50.0], finished=False)  # restarted here
+  read = []
+  real = al.run_parts
+  monkeypatch.setattr(al, 'run_parts', lambda d: read.append(d) or real(d))
+  cells = al.read_cells(str(fresh), ['gail'], 869.36, str(records))
+  assert [c.get('recorded') for c in cells['gail']] == [True, True]
+  assert read == []

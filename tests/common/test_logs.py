@@ -1,5 +1,7 @@
 """Log rows carry global counts and survive a resume."""
 
+import os
+
 import pytest
 
 from agents.common import logs
@@ -56,4 +58,19 @@ def test_complete_files_are_left_byte_for_byte(tmp_path):
   before = open(lg.path, 'rb').read()
   logs.Logger(str(tmp_path), 'learner', tensorboard=False)
   assert open(lg.path, 'rb').read() == before
+  assert not (tmp_path / 'discarded').exists()
+
+
+def test_a_row_cut_between_cr_and_lf_is_whole_and_kept(tmp_path):
+  lg = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  lg.write(_row(10, 1, 0.5))
+  with open(lg.path, 'rb+') as f:
+    f.seek(-1, os.SEEK_END)
+    assert f.read(1) == b'\n'  # csv ends rows with \r\n
+    f.seek(-1, os.SEEK_END)
+    f.truncate()
+  logs.Logger(str(tmp_path), 'learner', tensorboard=False).write(
+      _row(20, 2, 0.25))
+  rows = logs.read_csv(lg.path)
+  assert [r['env_steps'] for r in rows] == [10, 20]
   assert not (tmp_path / 'discarded').exists()

@@ -83,10 +83,12 @@ def test_a_torn_last_row_is_set_aside_not_kept_as_an_early_row(tmp_path):
   learner_csv = os.path.join(rd.logs, 'learner.csv')
   with open(learner_csv, 'a') as f:
     f.write('4900,19')
-  resume.reconcile(rd, path, segment=2)
+  done = resume.reconcile(rd, path, segment=2)
   learner = _read(learner_csv)
   assert [int(r[1]) for r in learner[1:]] == list(range(10, 121, 10))
-  with open(os.path.join(rd.logs, 'discarded', 'torn', 'learner.csv')) as f:
+  assert done['torn_lines'] == {'learner.csv': '4900,19'}
+  with open(os.path.join(resume.discarded_dir(rd, 2), 'torn',
+                         'learner.csv')) as f:
     assert f.read() == '4900,19\n'
 
 

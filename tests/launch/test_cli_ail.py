@@ -98,6 +98,16 @@ def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
   assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
 
 
+@pytest.mark.parametrize('text', ['[1]', '{"env": '])
+def test_collect_demos_names_a_config_json_that_is_not_a_config(
+    capsys, tmp_path, text):
+  (tmp_path / 'config.json').write_text(text)
+  rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
+                  '--episodes', '1', '--out', str(tmp_path / 'x.npz'))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert f'--run {tmp_path}: config.json is unreadable or invalid' in err, err
+
+
 def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
                                                   monkeypatch):
   import json
