@@ -123,6 +123,8 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     changed = config_lib.check_resume_overrides(cfg, resumed)
     _check_replay_changes(changed, resumed, os.path.abspath(args.resume),
                           getattr(args, 'drop_replay', False))
+    _check_replay_checkpoint(resumed, os.path.abspath(args.resume),
+                             getattr(args, 'drop_replay', False))
     cfg = resumed
     run_dir = os.path.abspath(args.resume)
   else:
@@ -164,6 +166,27 @@ def _check_replay_changes(changed: dict, cfg, run_dir: str,
         'was created with; resume without changing them, or add '
         '--drop_replay to start from an empty buffer (refilled to '
         'replay_min_size)')
+
+
+def _check_replay_checkpoint(cfg, run_dir: str, drop_replay: bool) -> None:
+  """Refuses a resume whose replay checkpoint (the one Reverb would load)
+  is cut short or damaged in its framing: the replay node would die at
+  start, after every other node had been launched."""
+  from agents.common import replay_checkpoints
+  from agents.common.rundir import RunDir
+  if not cfg.replay_checkpoints or drop_replay:
+    return
+  path = replay_checkpoints.latest(RunDir(run_dir).replay_checkpoints)
+  if path is None:
+    return
+  try:
+    replay_checkpoints.check(path)
+  except replay_checkpoints.ReplayCheckpointError as e:
+    raise UsageError(
+        f'--resume {run_dir}: the replay buffer\'s checkpoint cannot be '
+        f'loaded: {e}. Restore that file, or add --drop_replay to move '
+        'checkpoints/replay/ aside (kept, not deleted) and start from an '
+        'empty buffer (refilled to replay_min_size)') from e
 
 
 def _drop_replay(rd, segment: int) -> Optional[str]:
@@ -520,7 +543,11 @@ def train(args, extra, command: str = 'train') -> int:
         print(f'replay buffer dropped (moved to {dropped}); delete it when '
               'no longer wanted')
     elif cfg.replay_checkpoints and _replay_checkpoint_exists(run_dir):
-      print('replay buffer: restored from checkpoints/replay/')
+      from agents.common import replay_checkpoints
+      latest_replay = replay_checkpoints.latest(rd.replay_checkpoints)
+      print(f'replay buffer: restored from {latest_replay}' if latest_replay
+            else 'replay buffer: no complete checkpoint in '
+            'checkpoints/replay/; starting from an empty buffer')
   if removed:
     print(f'removed {len(removed)} unfinished temporary file(s) a killed '
           f'program left: {removed}')

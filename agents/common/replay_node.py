@@ -27,6 +27,7 @@ import time
 import launchpad as lp
 
 from agents.common import files
+from agents.common import replay_checkpoints
 from agents.common.lifecycle import stop_requested
 from agents.common.rundir import RunDir, capture_errors
 
@@ -60,10 +61,23 @@ class ReplayNode(lp.ReverbNode):
       os.makedirs(rd.replay_checkpoints, exist_ok=True)
       checkpointer = reverb.checkpointers.DefaultCheckpointer(
           rd.replay_checkpoints)
-    server = reverb.Server(
-        tables=tables,
-        port=lp_address.get_port_from_address(self._address.resolve()),
-        checkpointer=checkpointer)
+    try:
+      server = reverb.Server(
+          tables=tables,
+          port=lp_address.get_port_from_address(self._address.resolve()),
+          checkpointer=checkpointer)
+    except RuntimeError as e:
+      loading = (checkpointer is not None and
+                 replay_checkpoints.latest(rd.replay_checkpoints))
+      if not loading:
+        raise
+      # The launcher checks the checkpoint's framing before a resume; a
+      # record damaged inside is found only here.
+      raise RuntimeError(
+          f'the replay server did not start while loading {loading}: {e}. '
+          'If that checkpoint is damaged, resume with --drop_replay to move '
+          'checkpoints/replay/ aside (kept) and start from an empty '
+          'buffer') from e
     client = reverb.Client(f'localhost:{server.port}')
     if self._checkpoints:
       files.write_json_atomic(rd.replay_restored, {

@@ -235,6 +235,29 @@ def test_resume_changing_a_restored_replay_table_needs_drop_replay(
   assert not os.path.exists(rd.replay_checkpoints)
 
 
+def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
+    capsys, tmp_path):
+  import tensorflow as tf
+  rd = _fake_run(tmp_path)
+  path = os.path.join(rd.replay_checkpoints, '2026-01-01T00:00:00')
+  os.makedirs(path)
+  for name in ('tables.tfrecord', 'chunks.tfrecord'):
+    with tf.io.TFRecordWriter(os.path.join(path, name)) as w:
+      w.write(b'x' * 100)
+  open(os.path.join(path, 'DONE'), 'w').close()
+  # Sound: this check passes (the learner checkpoint's absence is next).
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT and 'no learner checkpoint' in err, err
+  os.truncate(os.path.join(path, 'chunks.tfrecord'), 50)
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'chunks.tfrecord: cut short' in err and '--drop_replay' in err, err
+  assert os.path.getsize(os.path.join(path, 'chunks.tfrecord')) == 50
+  # --drop_replay moves it aside instead: the check does not apply.
+  cli.resolve_train_config(cli.make_parser().parse_args(
+      ['train', '--resume', rd.root, '--drop_replay']), [])
+
+
 def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
   rd = _fake_run(tmp_path)
   assert cli._archive_final(rd, 2) is None  # pylint: disable=protected-access
