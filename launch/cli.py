@@ -441,8 +441,15 @@ def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
                      f'{rd.learner_checkpoints}')
   try:
     checkpointing.restore_tree(latest, program.learner_template(cfg))
+  except checkpointing.CheckpointError as e:
+    older = checkpointing.list_checkpoints(rd.learner_checkpoints)[:-1]
+    hint = (f'; the one before it is {older[-1]}: move {latest} out of '
+            f'{rd.learner_checkpoints} to resume from that one (counts and '
+            'logs roll back to it)' if older else '')
+    raise UsageError(f'--resume {run_dir}: {e}{hint}') from e
+  try:
     counting.Counter(rd.counter, restore=True)
-  except (checkpointing.CheckpointError, counting.CounterStateError) as e:
+  except counting.CounterStateError as e:
     raise UsageError(f'--resume {run_dir}: {e}') from e
   return latest
 
@@ -519,10 +526,16 @@ def train(args, extra, command: str = 'train') -> int:
     flag = '--resume' if resume else '--runs_root'
     raise UsageError(f'run directory {run_dir}: cannot be created or locked '
                      f'({e}); check {flag}') from e
-  _refuse_if_nodes_alive(run_dir)
-  if resume:
-    latest = check_resumable(cfg, run_dir, program_lib)
-    print(f'resuming from {latest}')
+  try:
+    _refuse_if_nodes_alive(run_dir)
+    if resume:
+      latest = check_resumable(cfg, run_dir, program_lib)
+      print(f'resuming from {latest}')
+  except BaseException:
+    # Refused before anything started: the directory is free again, also
+    # for a caller that goes on in this process (tests, notebooks).
+    lock.release()
+    raise
   rd.make()
   segment = record_config_history(rd, cfg, resume)
   demos_json = os.path.join(rd.root, 'demos.json')

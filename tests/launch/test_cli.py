@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 from agents.common import checkpointing
@@ -76,7 +77,18 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root)
   assert rc == cli.EXIT_BAD_INPUT and 'ckpt-000000000010.npz' in err
+  assert 'the one before it' not in err  # there is none
   assert open(rd.config).read() == before  # nothing overwritten
+  # With an older checkpoint beside it, the error says how to use that one
+  # (and the refused call above released the directory's lock).
+  checkpointing.save_numbered(rd.learner_checkpoints, 5,
+                              {'w': np.zeros(1)})
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT
+  assert ('the one before it is ' + checkpointing.numbered_path(
+      rd.learner_checkpoints, 5)) in err, err
+  assert os.path.exists(checkpointing.numbered_path(
+      rd.learner_checkpoints, 10))  # not moved for the user
 
 
 def test_resume_of_a_non_run_directory_is_refused(capsys, tmp_path):
