@@ -123,8 +123,6 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     changed = config_lib.check_resume_overrides(cfg, resumed)
     _check_replay_changes(changed, resumed, os.path.abspath(args.resume),
                           getattr(args, 'drop_replay', False))
-    _check_replay_checkpoint(resumed, os.path.abspath(args.resume),
-                             getattr(args, 'drop_replay', False))
     cfg = resumed
     run_dir = os.path.abspath(args.resume)
   else:
@@ -170,21 +168,21 @@ def _check_replay_changes(changed: dict, cfg, run_dir: str,
 
 def _check_replay_checkpoint(cfg, run_dir: str, drop_replay: bool) -> None:
   """Refuses a resume whose replay checkpoint (the one Reverb would load)
-  is cut short or damaged in its framing: the replay node would die at
-  start, after every other node had been launched."""
+  is incomplete or damaged in its framing (replay_checkpoints.check): the
+  replay node would die at start, after every other node was launched, or
+  Reverb would start from an empty buffer without a word."""
   from agents.common import replay_checkpoints
   from agents.common.rundir import RunDir
   if not cfg.replay_checkpoints or drop_replay:
     return
-  path = replay_checkpoints.latest(RunDir(run_dir).replay_checkpoints)
-  if path is None:
-    return
   try:
-    replay_checkpoints.check(path)
-  except replay_checkpoints.ReplayCheckpointError as e:
+    path = replay_checkpoints.latest(RunDir(run_dir).replay_checkpoints)
+    if path is not None:
+      replay_checkpoints.check(path)
+  except (OSError, replay_checkpoints.ReplayCheckpointError) as e:
     raise UsageError(
-        f'--resume {run_dir}: the replay buffer\'s checkpoint cannot be '
-        f'loaded: {e}. Restore that file, or add --drop_replay to move '
+        f'--resume {run_dir}: the replay buffer\'s checkpoint is incomplete '
+        f'or damaged: {e}. Restore that file, or add --drop_replay to move '
         'checkpoints/replay/ aside (kept, not deleted) and start from an '
         'empty buffer (refilled to replay_min_size)') from e
 
@@ -427,6 +425,22 @@ def _refuse_if_nodes_alive(run_dir: str) -> None:
       'Wait for them (or kill them), then retry')
 
 
+def _older_checkpoint_hint(rd, latest: str, template) -> str:
+  """How to resume from the checkpoint before a damaged `latest`, where
+  that one loads (one that does not fit this config fails the same way)."""
+  from agents.common import checkpointing
+  older = checkpointing.list_checkpoints(rd.learner_checkpoints)[:-1]
+  if not older:
+    return ''
+  try:
+    checkpointing.restore_tree(older[-1], template)
+  except checkpointing.CheckpointError:
+    return ''
+  return (f'; the one before it, {older[-1]}, loads: move {latest} out of '
+          f'{rd.learner_checkpoints} to resume from that one (counts and '
+          'logs roll back to it)')
+
+
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   """Loads what --resume will load, so a bad file fails before launch."""
   from agents.common import checkpointing
@@ -439,14 +453,12 @@ def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   if latest is None:
     raise UsageError(f'--resume {run_dir}: no learner checkpoint in '
                      f'{rd.learner_checkpoints}')
+  template = program.learner_template(cfg)
   try:
-    checkpointing.restore_tree(latest, program.learner_template(cfg))
+    checkpointing.restore_tree(latest, template)
   except checkpointing.CheckpointError as e:
-    older = checkpointing.list_checkpoints(rd.learner_checkpoints)[:-1]
-    hint = (f'; the one before it is {older[-1]}: move {latest} out of '
-            f'{rd.learner_checkpoints} to resume from that one (counts and '
-            'logs roll back to it)' if older else '')
-    raise UsageError(f'--resume {run_dir}: {e}{hint}') from e
+    raise UsageError(f'--resume {run_dir}: {e}'
+                     f'{_older_checkpoint_hint(rd, latest, template)}') from e
   try:
     counting.Counter(rd.counter, restore=True)
   except counting.CounterStateError as e:
@@ -519,6 +531,15 @@ def train(args, extra, command: str = 'train') -> int:
   if not resume and os.path.exists(rd.config):
     raise UsageError(f'run directory {run_dir} already holds a run; continue '
                      f'it with --resume {run_dir}, or pick another --name')
+  if cfg.replay_checkpoints and any(c in run_dir for c in '*?['):
+    # Reverb finds (and prunes) its checkpoints by globbing <dir>/*, so such
+    # a path matches nothing: a table saved under /tmp/g[2]/replay came
+    # back with 0 of its 10 items (the same code under /tmp/g1x: 10).
+    raise UsageError(
+        f'run directory {run_dir}: holds one of * ? [, which break how Reverb '
+        'finds its replay checkpoints (nothing would be restored or pruned); '
+        'pick a --name or --runs_root without them, or add '
+        '--replay_checkpoints=false')
   lock = Lock(rd)
   try:
     lock.acquire()  # refuses a second program on the same run directory
@@ -530,6 +551,10 @@ def train(args, extra, command: str = 'train') -> int:
     _refuse_if_nodes_alive(run_dir)
     if resume:
       latest = check_resumable(cfg, run_dir, program_lib)
+      # After the check that no node of an earlier launch is alive: such a
+      # replay node may still be writing (and pruning) its checkpoints.
+      _check_replay_checkpoint(cfg, run_dir,
+                               getattr(args, 'drop_replay', False))
       print(f'resuming from {latest}')
   except BaseException:
     # Refused before anything started: the directory is free again, also

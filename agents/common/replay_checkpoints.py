@@ -3,10 +3,11 @@
 Reverb's TFRecordCheckpointer writes each checkpoint into a new directory
 named by its time under checkpoints/replay/ (tables.tfrecord, then
 chunks.tfrecord, then an empty DONE file) and, when a server starts, loads
-the newest directory by name that holds DONE. A file of that checkpoint
-cut short or overwritten makes the replay node die at start, after every
-other node has been launched; `check` reads the record framing of both
-files first, so the launcher can refuse the resume and name the file.
+the newest directory by name that holds DONE. If a file of that checkpoint
+is cut short, the replay node dies at start, after every other node has
+been launched; if one is missing or the table file is empty, Reverb starts
+from an empty buffer without a word. `check` reads the record framing of
+both files first, so the launcher can refuse the resume and name the file.
 
 The framing is TensorFlow's TFRecord format (uncompressed, as Reverb writes
 it): per record a little-endian uint64 length, the masked CRC-32C of those
@@ -106,7 +107,8 @@ def check_records(path: str) -> int:
 def check(path: str) -> dict:
   """{file name: records} of the checkpoint directory `path`, or
   ReplayCheckpointError naming the first file that is missing, cut short or
-  damaged in its framing."""
+  damaged in its framing, or a table file without a record (Reverb writes
+  one per table; a file emptied by a crash would restore nothing)."""
   out = {}
   for name in FILES:
     file = os.path.join(path, name)
@@ -114,4 +116,8 @@ def check(path: str) -> dict:
       raise ReplayCheckpointError(f'{file}: missing (the checkpoint holds '
                                   f'{DONE}, so it was complete once)')
     out[name] = check_records(file)
+  if out['tables.tfrecord'] == 0:
+    raise ReplayCheckpointError(
+        f'{os.path.join(path, "tables.tfrecord")}: empty (a checkpoint holds '
+        'one record per table)')
   return out

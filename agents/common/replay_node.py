@@ -37,6 +37,31 @@ def _bytes(path: str) -> int:
              for d, _, names in os.walk(path) for f in names)
 
 
+def start_server(tables, port, checkpoint_dir):
+  """A reverb.Server on `port` (None: any free one) with a checkpointer on
+  `checkpoint_dir` (None: none), which loads the newest checkpoint there.
+  A load that fails is reported with the checkpoint and the way out: the
+  launcher checks the checkpoint's framing before a resume, but a record
+  damaged inside is found only here."""
+  import reverb
+  checkpointer = None
+  if checkpoint_dir is not None:
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
+  try:
+    return reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
+  except RuntimeError as e:
+    loading = (checkpoint_dir is not None and
+               replay_checkpoints.latest(checkpoint_dir))
+    if not loading:
+      raise
+    raise RuntimeError(
+        f'the replay server did not start while loading {loading}: {e}. If '
+        'that checkpoint is damaged, resume with --drop_replay to move '
+        'checkpoints/replay/ aside (kept) and start from an empty '
+        'buffer') from e
+
+
 class ReplayNode(lp.ReverbNode):
   """A ReverbNode whose table survives stops, crashes and resumes."""
 
@@ -56,28 +81,9 @@ class ReplayNode(lp.ReverbNode):
     import reverb
     from launchpad import address as lp_address
     tables = self._priority_tables_fn()
-    checkpointer = None
-    if self._checkpoints:
-      os.makedirs(rd.replay_checkpoints, exist_ok=True)
-      checkpointer = reverb.checkpointers.DefaultCheckpointer(
-          rd.replay_checkpoints)
-    try:
-      server = reverb.Server(
-          tables=tables,
-          port=lp_address.get_port_from_address(self._address.resolve()),
-          checkpointer=checkpointer)
-    except RuntimeError as e:
-      loading = (checkpointer is not None and
-                 replay_checkpoints.latest(rd.replay_checkpoints))
-      if not loading:
-        raise
-      # The launcher checks the checkpoint's framing before a resume; a
-      # record damaged inside is found only here.
-      raise RuntimeError(
-          f'the replay server did not start while loading {loading}: {e}. '
-          'If that checkpoint is damaged, resume with --drop_replay to move '
-          'checkpoints/replay/ aside (kept) and start from an empty '
-          'buffer') from e
+    server = start_server(
+        tables, lp_address.get_port_from_address(self._address.resolve()),
+        rd.replay_checkpoints if self._checkpoints else None)
     client = reverb.Client(f'localhost:{server.port}')
     if self._checkpoints:
       files.write_json_atomic(rd.replay_restored, {

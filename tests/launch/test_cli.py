@@ -79,16 +79,28 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
   assert rc == cli.EXIT_BAD_INPUT and 'ckpt-000000000010.npz' in err
   assert 'the one before it' not in err  # there is none
   assert open(rd.config).read() == before  # nothing overwritten
-  # With an older checkpoint beside it, the error says how to use that one
+  # An older checkpoint of another shape would fail the same way: no hint
   # (and the refused call above released the directory's lock).
-  checkpointing.save_numbered(rd.learner_checkpoints, 5,
-                              {'w': np.zeros(1)})
+  older = checkpointing.numbered_path(rd.learner_checkpoints, 5)
+  checkpointing.save_tree(older, {'w': np.zeros(1)})
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT and 'the one before it' not in err, err
+  # One that loads: the error says how to resume from it.
+  from launch import mpo as program
+  checkpointing.save_tree(older, program.learner_template(named.tiny()))
   rc, err = _main(capsys, 'train', '--resume', rd.root)
   assert rc == cli.EXIT_BAD_INPUT
-  assert ('the one before it is ' + checkpointing.numbered_path(
-      rd.learner_checkpoints, 5)) in err, err
+  assert f'the one before it, {older}, loads' in err, err
   assert os.path.exists(checkpointing.numbered_path(
       rd.learner_checkpoints, 10))  # not moved for the user
+
+
+def test_a_run_path_reverb_would_glob_is_refused_with_replay_checkpoints(
+    capsys, tmp_path):
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                  '--runs_root', str(tmp_path / 'runs[1]'))
+  assert rc == cli.EXIT_BAD_INPUT and '--replay_checkpoints=false' in err, err
+  assert not os.path.exists(tmp_path / 'runs[1]')  # nothing written
 
 
 def test_resume_of_a_non_run_directory_is_refused(capsys, tmp_path):
@@ -248,7 +260,7 @@ def test_resume_changing_a_restored_replay_table_needs_drop_replay(
 
 
 def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
-    capsys, tmp_path):
+    capsys, tmp_path, monkeypatch):
   import tensorflow as tf
   rd = _fake_run(tmp_path)
   path = os.path.join(rd.replay_checkpoints, '2026-01-01T00:00:00')
@@ -257,17 +269,24 @@ def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
     with tf.io.TFRecordWriter(os.path.join(path, name)) as w:
       w.write(b'x' * 100)
   open(os.path.join(path, 'DONE'), 'w').close()
-  # Sound: this check passes (the learner checkpoint's absence is next).
-  rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT and 'no learner checkpoint' in err, err
+  from launch import mpo as program
+  cfg = named.tiny()
+  # A learner checkpoint that loads, so the replay check is what refuses.
+  checkpointing.save_numbered(rd.learner_checkpoints, 10,
+                              program.learner_template(cfg))
+  check = cli._check_replay_checkpoint  # pylint: disable=protected-access
+  check(cfg, rd.root, False)  # sound: passes
   os.truncate(os.path.join(path, 'chunks.tfrecord'), 50)
+
+  def launched(*_):
+    raise AssertionError('the program was launched')
+  monkeypatch.setattr(cli, 'record_config_history', launched)
   rc, err = _main(capsys, 'train', '--resume', rd.root)
   assert rc == cli.EXIT_BAD_INPUT, err
   assert 'chunks.tfrecord: cut short' in err and '--drop_replay' in err, err
   assert os.path.getsize(os.path.join(path, 'chunks.tfrecord')) == 50
   # --drop_replay moves it aside instead: the check does not apply.
-  cli.resolve_train_config(cli.make_parser().parse_args(
-      ['train', '--resume', rd.root, '--drop_replay']), [])
+  check(cfg, rd.root, True)
 
 
 def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
