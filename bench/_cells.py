@@ -12,6 +12,7 @@ study skips a recorded cell and summarises it where no run directory is.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -150,3 +151,16 @@ def load_record(path: str, record_format: str, role: str, name: str,
     raise RecordError(f'{path}: records {rec.get(role)!r} seed '
                       f'{rec.get("seed")!r}, expected {name!r} seed {seed}')
   return rec
+
+
+@contextlib.contextmanager
+def paths_named(prog: str):
+  """An OSError naming a path (an unwritable runs_root, records_dir or
+  --png) ends the study script with one line naming it; any other keeps its
+  traceback."""
+  try:
+    yield
+  except OSError as e:
+    if not e.filename:
+      raise
+    raise SystemExit(f'{prog}: {e.filename}: {e.strerror or e}') from e

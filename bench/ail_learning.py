@@ -571,15 +571,11 @@ def main(argv=None) -> int:
     args.records_dir = default_records_dir(args.runs_root)
   args.records_dir = (os.path.abspath(args.records_dir) if args.records_dir
                       else None)
-  try:
+  with _cells.paths_named('ail_learning'):
     if args.command == 'run':
       return run(args)
     summarise(args.runs_root, args.kinds, args.demos, args.png,
               args.records_dir)
-  except OSError as e:  # an unwritable runs_root, records_dir or --png
-    if not e.filename:
-      raise  # not a path of ours: keep the traceback
-    raise SystemExit(f'ail_learning: {e.filename}: {e.strerror or e}') from e
   return 0
 
 

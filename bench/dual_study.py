@@ -1171,14 +1171,10 @@ def main(argv=None) -> int:
       name))
   if args.png:
     args.png = os.path.abspath(args.png)
-  try:
+  with _cells.paths_named('dual_study'):
     if args.command == 'run':
       return run(args)
     _summary(args)
-  except OSError as e:  # an unwritable runs_root, records_dir or --png
-    if not e.filename:
-      raise  # not a path of ours: keep the traceback
-    raise SystemExit(f'dual_study: {e.filename}: {e.strerror or e}') from e
   return 0
 
 

@@ -623,6 +623,16 @@ def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path, command):
   assert blocker.read_text() == 'kept'
 
 
+def test_an_os_error_naming_no_path_keeps_its_traceback(tmp_path,
+                                                      monkeypatch):
+  def broken_pipe(_):
+    raise BrokenPipeError(32, 'Broken pipe')
+  monkeypatch.setattr(ds, 'run', broken_pipe)
+  with pytest.raises(BrokenPipeError):
+    ds.main(['run', '--config', TINY, '--runs_root', str(tmp_path / 's'),
+             '--strategies', 'adam1', '--seeds', '0'])
+
+
 def test_a_record_wins_over_an_unfinished_run_without_reading_it(
     study, tmp_path, tiny, capsys, monkeypatch):
   records = str(study.parent / 'records')
