@@ -284,8 +284,7 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   for the first launch)."""
   changed = {}
   if resume and os.path.isfile(rd.config):
-    with open(rd.config) as f:
-      old = config_lib.from_dict(json.load(f))
+    old = _load_run_config(rd.config, f'--resume {rd.root}')
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
                config_lib.check_resume_overrides(old, cfg).items()}
   path = os.path.join(rd.root, 'config_history.jsonl')
