@@ -7,6 +7,7 @@
                [--launch ...] [--num_actors N] [--name NAME] [--ail.kind=airl ...]
   tandem train-ail --resume runs/<name>
   tandem collect-demos --run runs/<name> --episodes N --out FILE.npz [--seed S]
+                      [--overwrite]
   tandem plot runs/<name> [--out PNG]
 
 Everything that can be checked is checked before any process starts: the
@@ -345,6 +346,20 @@ def _resume_command(cfg, run_dir: str) -> str:
   return f'tandem {_command(cfg)} --resume {run_dir}'
 
 
+def _failure_resume_command(rd, cfg, run_dir: str) -> str:
+  """The closing hint of a failed launch: a replay checkpoint that did not
+  load fails every resume the same way, so that one names --drop_replay."""
+  from agents.common.replay_node import ReplayCheckpointLoadError
+  from agents.common.rundir import read_errors
+  command = _resume_command(cfg, run_dir)
+  if read_errors(rd).get('replay', '').startswith(
+      ReplayCheckpointLoadError.__name__ + ':'):
+    return (f'{command} --drop_replay, which keeps the replay checkpoint '
+            'that did not load under checkpoints/ and starts from an empty '
+            'buffer')
+  return command
+
+
 def _describe_failure(e: BaseException) -> str:
   """Launchpad's 'exited with code -9' means killed by signal 9."""
   import re
@@ -424,6 +439,15 @@ def _refuse_if_nodes_alive(run_dir: str) -> None:
       'Wait for them (or kill them), then retry')
 
 
+def _load_for_resume(checkpoint: str, template) -> None:
+  """Reads what a resume reads from `checkpoint` (the learner's state and
+  the counts reconcile rolls back to); raises CheckpointError."""
+  from agents.common import checkpointing
+  from agents.common import resume as resume_lib
+  _, meta = checkpointing.restore_with_metadata(checkpoint, template)
+  resume_lib.checkpoint_counts(checkpoint, meta)
+
+
 def _older_checkpoint_hint(rd, latest: str, template) -> str:
   """How to resume from the checkpoint before a damaged `latest`, where
   that one loads (one that does not fit this config fails the same way)."""
@@ -432,7 +456,7 @@ def _older_checkpoint_hint(rd, latest: str, template) -> str:
   if not older:
     return ''
   try:
-    checkpointing.restore_tree(older[-1], template)
+    _load_for_resume(older[-1], template)
   except checkpointing.CheckpointError:
     return ''
   return (f'; the one before it, {older[-1]}, loads: move {latest} out of '
@@ -454,7 +478,7 @@ def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
                      f'{rd.learner_checkpoints}')
   template = program.learner_template(cfg)
   try:
-    checkpointing.restore_tree(latest, template)
+    _load_for_resume(latest, template)
   except checkpointing.CheckpointError as e:
     raise UsageError(f'--resume {run_dir}: {e}'
                      f'{_older_checkpoint_hint(rd, latest, template)}') from e
@@ -677,7 +701,7 @@ def train(args, extra, command: str = 'train') -> int:
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
     print(f'\nrun directory: {run_dir} (continue with: '
-          f'{_resume_command(cfg, run_dir)})', file=sys.stderr)
+          f'{_failure_resume_command(rd, cfg, run_dir)})', file=sys.stderr)
     return EXIT_FAILED
   if not os.path.exists(rd.final):
     # No node failed, yet the budget was not reached: the program was
@@ -716,6 +740,10 @@ def collect_demos(args) -> int:
   if not (os.path.isdir(out_dir) and os.access(out_dir, os.W_OK)):
     raise UsageError(f'--out {args.out}: the directory {out_dir} does not '
                      'exist or is not writable')
+  # A demonstrations file may be the only copy of an expert's episodes.
+  if os.path.lexists(args.out) and not args.overwrite:
+    raise UsageError(f'--out {args.out}: the file exists; pick another path, '
+                     'or add --overwrite to replace it')
   cfg = _load_run_config(rd.config, f'--run {args.run}')
   program = _program('train-ail' if isinstance(
       cfg, config_lib.AILTrainConfig) else 'train')
@@ -790,7 +818,10 @@ def make_parser() -> argparse.ArgumentParser:
                      'policy as a demonstrations file')
   c.add_argument('--run', required=True, help='run directory')
   c.add_argument('--episodes', type=int, required=True)
-  c.add_argument('--out', required=True, help='.npz file to write')
+  c.add_argument('--out', required=True, help='.npz file to write (an '
+                 'existing one is refused unless --overwrite)')
+  c.add_argument('--overwrite', action='store_true',
+                 help='replace an existing --out file')
   c.add_argument('--seed', type=int, default=0)
   p = sub.add_parser('plot', help='write a learning-curve PNG of a run')
   p.add_argument('run_dir')

@@ -37,6 +37,11 @@ def _bytes(path: str) -> int:
              for d, _, names in os.walk(path) for f in names)
 
 
+class ReplayCheckpointLoadError(RuntimeError):
+  """The replay server did not start while loading its checkpoint; the
+  launcher's closing hint then names --drop_replay."""
+
+
 def start_server(tables, port, checkpoint_dir):
   """A reverb.Server on `port` (None: any free one) with a checkpointer on
   `checkpoint_dir` (None: none), which loads the newest checkpoint there.
@@ -55,7 +60,7 @@ def start_server(tables, port, checkpoint_dir):
                replay_checkpoints.latest(checkpoint_dir))
     if not loading:
       raise
-    raise RuntimeError(
+    raise ReplayCheckpointLoadError(
         f'the replay server did not start while loading {loading}: {e}. If '
         'that checkpoint is damaged, resume with --drop_replay to move '
         'checkpoints/replay/ aside (kept) and start from an empty '

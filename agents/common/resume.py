@@ -47,14 +47,45 @@ def discarded_dir(rd: RunDir, segment: int) -> str:
   return os.path.join(rd.logs, 'discarded', f'segment-{segment}')
 
 
+def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
+  """The global counts in `checkpoint`'s metadata `meta`, or None where the
+  checkpoint predates them. Raises CheckpointError naming the checkpoint
+  when they are not an object of non-negative whole counts (and a number
+  for elapsed_s): resume would otherwise end in a traceback, or roll the
+  counter back to nonsense."""
+  counts = meta.get('counts')
+  if not counts:
+    return None
+
+  def bad(why):
+    return checkpointing.CheckpointError(
+        f'checkpoint {checkpoint}: metadata counts {why}; expected an object '
+        f'of non-negative integers ({", ".join(counting.COUNT_KEYS)}) and '
+        'elapsed_s')
+  if not isinstance(counts, dict):
+    raise bad(f'are a {type(counts).__name__}')
+  if 'env_steps' not in counts:
+    return None
+  for k, v in counts.items():
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if k == 'elapsed_s':
+      ok = number and v >= 0
+    else:
+      ok = number and v >= 0 and float(v).is_integer()
+    if not ok:
+      raise bad(f'hold {k}={v!r}')
+  return counts
+
+
 def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
   """Rolls counter.json and logs/*.csv back (or forward) to `checkpoint`'s
   counts, for the `segment`-th launch. Returns {'counts': ..., 'before':
   counter.json's counts, 'discarded_rows': {file: n}, 'torn_lines': {file:
   text}}, or None when the checkpoint predates count metadata (then nothing
   changes here; each log's Logger still sets a torn line aside)."""
-  counts = checkpointing.read_metadata(checkpoint).get('counts')
-  if not counts or 'env_steps' not in counts:
+  counts = checkpoint_counts(checkpoint,
+                             checkpointing.read_metadata(checkpoint))
+  if counts is None:
     return None
   with open(rd.counter) as f:
     state = json.load(f)

@@ -37,7 +37,7 @@ def test_a_record_damaged_inside_names_the_checkpoint_and_the_way_out(
     byte = f.read(1)
     f.seek(20)
     f.write(bytes([byte[0] ^ 0xFF]))
-  with pytest.raises(RuntimeError) as err:
+  with pytest.raises(replay_node.ReplayCheckpointLoadError) as err:
     replay_node.start_server([make_table()], None, root)
   assert path in str(err.value) and '--drop_replay' in str(err.value)
   assert isinstance(err.value.__cause__, RuntimeError)

@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from agents.common import checkpointing
 from agents.common import counting
@@ -111,3 +112,31 @@ def test_a_checkpoint_without_counts_changes_nothing(tmp_path):
   assert resume.reconcile(rd, bare, segment=2) is None
   assert (open(rd.counter).read(),
           _read(os.path.join(rd.logs, 'learner.csv'))) == before
+
+
+@pytest.mark.parametrize('counts, named', [
+    ([3000, 120], 'are a list'),
+    ({'env_steps': 'lots', 'learner_steps': 120}, "env_steps='lots'"),
+    ({'env_steps': 3000, 'learner_steps': -1}, 'learner_steps=-1'),
+    ({'env_steps': 3000, 'learner_steps': 1.5}, 'learner_steps=1.5'),
+    ({'env_steps': True}, 'env_steps=True'),
+    ({'env_steps': 3000, 'elapsed_s': None}, 'elapsed_s=None'),
+])
+def test_counts_that_are_not_counts_are_refused_naming_the_checkpoint(
+    tmp_path, counts, named):
+  rd, path = _run_dir(tmp_path, counts)
+  before = open(rd.counter).read(), _read(os.path.join(rd.logs,
+                                                       'learner.csv'))
+  with pytest.raises(checkpointing.CheckpointError) as e:
+    resume.reconcile(rd, path, segment=2)
+  assert path in str(e.value) and named in str(e.value), e.value
+  assert (open(rd.counter).read(),
+          _read(os.path.join(rd.logs, 'learner.csv'))) == before
+
+
+def test_whole_counts_written_as_floats_are_accepted(tmp_path):
+  rd, path = _run_dir(tmp_path, {'env_steps': 3000.0, 'learner_steps': 120,
+                                 'elapsed_s': 12.5})
+  done = resume.reconcile(rd, path, segment=2)
+  assert done['counts']['env_steps'] == 3000
+  assert done['counts']['learner_steps'] == 120

@@ -95,6 +95,38 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
       rd.learner_checkpoints, 10))  # not moved for the user
 
 
+def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
+    capsys, tmp_path):
+  from launch import mpo as program
+  rd = _fake_run(tmp_path)
+  path = checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, program.learner_template(named.tiny()),
+      metadata={'counts': {'env_steps': 'lots'}})
+  before = open(rd.counter).read(), open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert path in err and "env_steps='lots'" in err, err
+  assert (open(rd.counter).read(), open(rd.config).read()) == before
+
+
+def test_a_failed_launch_names_drop_replay_only_for_a_replay_load(tmp_path):
+  from agents.common.replay_node import ReplayCheckpointLoadError
+  from agents.common.rundir import capture_errors
+  cfg = named.tiny()
+  rd = RunDir(str(tmp_path / 'run')).make()
+  plain = cli._failure_resume_command(rd, cfg, rd.root)
+  assert plain == f'tandem train --resume {rd.root}'
+  with pytest.raises(RuntimeError):  # another node's crash
+    with capture_errors(rd, 'learner'):
+      raise RuntimeError('loss is nan')
+  assert cli._failure_resume_command(rd, cfg, rd.root) == plain
+  with pytest.raises(ReplayCheckpointLoadError):  # as the replay node fails
+    with capture_errors(rd, 'replay'):
+      raise ReplayCheckpointLoadError('did not start while loading ...')
+  hint = cli._failure_resume_command(rd, cfg, rd.root)
+  assert hint.startswith(f'{plain} --drop_replay'), hint
+
+
 def test_a_run_path_reverb_would_glob_is_refused_with_replay_checkpoints(
     capsys, tmp_path):
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',

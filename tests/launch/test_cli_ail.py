@@ -108,8 +108,9 @@ def test_collect_demos_names_a_config_json_that_is_not_a_config(
   assert f'--run {tmp_path}: config.json is unreadable or invalid' in err, err
 
 
-def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
-                                                  monkeypatch):
+def _run_with_checkpoint(tmp_path, monkeypatch):
+  """A run directory holding a config and a learner checkpoint; collecting
+  is replaced by a recorder, so a test sees whether it would have run."""
   import json
   from agents.ail import demonstrations
   from agents.common import checkpointing
@@ -123,13 +124,38 @@ def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
   checkpointing.save_numbered(rd.learner_checkpoints, 0,
                               program.learner_template(cfg))
   calls = []
-  monkeypatch.setattr(demonstrations, 'collect',
-                      lambda *a, **k: calls.append(a))
+
+  def collect(*a, **k):
+    calls.append(a)
+    raise RuntimeError('collect was called')
+  monkeypatch.setattr(demonstrations, 'collect', collect)
+  return rd, calls
+
+
+def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
+                                                  monkeypatch):
+  rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
   rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
                   '1', '--out', str(tmp_path / 'no_such_dir' / 'x.npz'))
   assert rc == cli.EXIT_BAD_INPUT, err
   assert 'no_such_dir' in err and 'not writable' in err, err
   assert calls == []
+
+
+def test_collect_demos_keeps_an_existing_out_file_unless_told(
+    capsys, tmp_path, monkeypatch):
+  rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
+  out = tmp_path / 'expert.npz'
+  out.write_bytes(b'the only copy')
+  rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
+                  '1', '--out', str(out))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert f'--out {out}: the file exists' in err and '--overwrite' in err, err
+  assert calls == [] and out.read_bytes() == b'the only copy'
+  with pytest.raises(RuntimeError, match='collect was called'):
+    cli.main(['collect-demos', '--run', rd.root, '--episodes', '1', '--out',
+              str(out), '--overwrite'])
+  assert len(calls) == 1 and out.read_bytes() == b'the only copy'
 
 
 def test_resume_refuses_changed_demonstrations_and_round_sizes(
