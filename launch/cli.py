@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Optional, Sequence
@@ -737,9 +738,12 @@ def collect_demos(args) -> int:
                      f'{args.episodes}')
   # Before the episodes are collected, not after: they can take minutes.
   out_dir = os.path.dirname(os.path.abspath(args.out))
-  if not (os.path.isdir(out_dir) and os.access(out_dir, os.W_OK)):
+  try:  # a real write: os.access says yes to root on a read-only mount
+    with tempfile.TemporaryFile(dir=out_dir):
+      pass
+  except OSError as e:
     raise UsageError(f'--out {args.out}: the directory {out_dir} does not '
-                     'exist or is not writable')
+                     f'exist or is not writable ({e.strerror})') from e
   # A demonstrations file may be the only copy of an expert's episodes.
   if os.path.lexists(args.out) and not args.overwrite:
     raise UsageError(f'--out {args.out}: the file exists; pick another path, '
