@@ -151,7 +151,7 @@ _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'critic_optimizer.final_fraction': '1.0',
                  'schedule_horizon': '1000000', 'num_samples': '20',
                  'policy_init_scale': '0.5', 'epsilon_mean': '0.0025',
-                 'critic_type': 'scalar'}
+                 'critic_type': 'scalar', 'acting_policy': 'online'}
 MPO_FIELDS = {s: dict(_MPO_DEFAULTS) for s in DUAL_STRATEGIES}
 for _where in ('next', 'current_and_next'):
   STRATEGIES[f'adam1_{_where}'] = STRATEGIES['adam1']
@@ -240,6 +240,13 @@ _next_variant('adam1_next_epsmean01', mpo={'epsilon_mean': '0.01'})
 # configs keep the scalar critic (BENCHMARKS.md).
 _next_variant('adam1_next_mog', mpo={'critic_type': 'mog',
                                      'mog_num_value_samples': '16'})
+# Today's named configs ('next', epsilon_mean 0.01) with the actors and the
+# evaluator acting with the target policy, as Acme's MPO does (it serves its
+# target params): asks whether behaviour that moves only with the target,
+# the policy the E-step samples from and the KL bounds are measured
+# against, learns better than behaviour that follows every SGD step.
+_next_variant('adam1_next_epsmean01_target', mpo={'epsilon_mean': '0.01',
+                                                  'acting_policy': 'target'})
 FRACTIONS = (0.5, 0.9)
 DEFAULT_CONFIG = 'configs/mpo.py:make_run'
 DEFAULT_BUDGET = 100_000

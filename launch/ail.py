@@ -18,6 +18,7 @@ from __future__ import annotations
 from agents.ail import acting as ail_acting
 from agents.ail import learner as ail_learner
 from agents.ail.learner_node import AILLearnerNode
+from agents.mpo import learner as learner_lib
 from launch import mpo
 from launch.config import AILTrainConfig
 
@@ -37,5 +38,5 @@ def learner_template(tc: AILTrainConfig) -> ail_learner.AILState:
   return ail_learner.init(tc.mpo, tc.ail, mpo.env_dims(tc.env), tc.seed)
 
 
-def policy_of(state: ail_learner.AILState):
-  return state.generator.policy
+def policy_of(cfg: AILTrainConfig, state: ail_learner.AILState):
+  return learner_lib.acting_policy(cfg.mpo, state.generator)

@@ -759,7 +759,7 @@ def collect_demos(args) -> int:
     state = checkpointing.restore_tree(latest, program.learner_template(cfg))
   except checkpointing.CheckpointError as e:
     raise UsageError(f'--run {args.run}: {e}') from e
-  demos = demonstrations.collect(cfg.env, program.policy_of(state), cfg.mpo,
+  demos = demonstrations.collect(cfg.env, program.policy_of(cfg, state), cfg.mpo,
                                  episodes=args.episodes, seed=args.seed)
   env = environments.make_environment(cfg.env, seed=0)
   keys = demonstrations.observation_keys(env)

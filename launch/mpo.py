@@ -101,5 +101,5 @@ def learner_template(tc: TrainConfig) -> learner_lib.LearnerState:
   return learner_lib.init(tc.mpo, env_dims(tc.env), tc.seed)
 
 
-def policy_of(state: learner_lib.LearnerState):
-  return state.policy
+def policy_of(cfg: TrainConfig, state: learner_lib.LearnerState):
+  return learner_lib.acting_policy(cfg.mpo, state)

@@ -135,21 +135,35 @@ def test_readme_acme_snippet_runs(capsys):
   assert "'episodes': 1" in out and "'steps': 1000" in out
 
 
-def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path):
+@pytest.mark.parametrize('acting', ['online', 'target'])
+def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path,
+                                                                  acting):
   from agents.ail.learner_node import AILLearnerNode
   from configs import ail as ail_named
+  from launch import ail as ail_program
   from launch import config as config_lib
   from tests.integration.demo_data import write_cartpole_demos
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
-  tc = config_lib.apply_overrides(ail_named.tiny(), {'demos': demos})
+  tc = config_lib.apply_overrides(ail_named.tiny(), {
+      'demos': demos, 'mpo.acting_policy': acting})
   node = AILLearnerNode(tc, learner_lib.Dims(5, 1), UncontactedReplay(), None,
                         str(tmp_path / 'run'))
   assert isinstance(node, core.VariableSource)
+  # The generator's online policy one step on from its target.
+  state = node.save()
+  moved = learner_lib.init(tc.mpo, learner_lib.Dims(5, 1), seed=7).policy
+  node.restore(state._replace(generator=state.generator._replace(
+      policy=jax.device_get(moved))))
   policy, (params, normalizer) = node.get_variables(['policy',
                                                      'discriminator'])
   state = node.save()
-  np.testing.assert_array_equal(policy['mean']['w'],
-                                state.generator.policy['mean']['w'])
+  want = (state.generator.target_policy if acting == 'target'
+          else state.generator.policy)
+  assert not np.array_equal(state.generator.policy['mean']['w'],
+                            state.generator.target_policy['mean']['w'])
+  np.testing.assert_array_equal(policy['mean']['w'], want['mean']['w'])
+  np.testing.assert_array_equal(
+      ail_program.policy_of(tc, state)['mean']['w'], want['mean']['w'])
   np.testing.assert_array_equal(params['d']['head']['w'],
                                 state.discriminator.params['d']['head']['w'])
   assert normalizer.mean.shape == (5,)

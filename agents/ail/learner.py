@@ -177,7 +177,7 @@ def generator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig, state: AILState,
   the global generator step count; otherwise expert_data is unused.
   """
   batch, r = relabel(mpo_cfg, ail_cfg, state.discriminator, windows,
-                     state.generator.policy)
+                     mpo_learner.acting_policy(mpo_cfg, state.generator))
   regulariser = None
   # Off, BC draws nothing: the key, and so the discriminator's expert
   # batches, stay those of a run without it.
@@ -209,9 +209,10 @@ def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   state, expert = draw_expert(state, expert_data, ail_cfg.batch_size)
   agent = first_steps(windows)
   if ail_cfg.kind == 'airl':
-    # The current policy's log-probabilities (Fu et al. 2018): the
-    # generator's online policy at this moment, not a stored one.
-    policy = state.generator.policy
+    # The current policy's log-probabilities (Fu et al. 2018): the policy
+    # the actors act with at this moment (mpo.acting_policy: the online one
+    # by default, the target with 'target'), not a stored one.
+    policy = mpo_learner.acting_policy(mpo_cfg, state.generator)
     lp_expert = policy_log_prob(mpo_cfg, policy, expert.observation,
                                 expert.action)
     lp_agent = policy_log_prob(mpo_cfg, policy, agent.observation,

@@ -88,8 +88,8 @@ class AILLearnerNode(learner_node.LearnerNode):
         self._cfg, self._ail)
     return ail_learner.init(self._cfg, self._ail, dims, seed=self._tc.seed)
 
-  def _policy(self, state):
-    return state.generator.policy
+  def _mpo_state(self, state):
+    return state.generator
 
   def _checkpoint_step(self, state) -> int:
     return int(state.generator.steps)

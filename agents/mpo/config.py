@@ -21,6 +21,7 @@ ESTEP_STATES = ('current', 'current_and_next', 'next')
 INIT_SCHEMES = ('tandem', 'acme')  # agents/mpo/networks.py: SCHEMES
 POLICY_MEANS = ('linear', 'tanh')  # MPOConfig.policy_mean
 GRAD_CLIP_MODES = ('per_network', 'joint')
+ACTING_POLICIES = ('online', 'target')
 CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 
 
@@ -278,6 +279,14 @@ class MPOConfig:
   #   next:             at s' only, one sample set serving the bootstrap and
   #                     the E-step (Acme's TF MPO): half the critic work.
   estep_states: str = 'current'
+  # The policy params the learner serves to actors and the evaluator:
+  #   online: the params the last SGD step wrote (Tandem before this field
+  #           existed, so a config.json without it means this).
+  #   target: the target policy, which the E-step samples from and the KL
+  #           bounds are measured against, as Acme's JAX MPO serves
+  #           (acme/agents/jax/mpo/learning.py get_variables) and its TF MPO
+  #           exposes: the behaviour then moves only when the target does.
+  acting_policy: str = 'online'
   discount: float = 0.99
   n_step: int = 5
   # Optimisation.
@@ -336,6 +345,7 @@ class MPOConfig:
       _positive(o, f, getattr(self, f))
     _int_at_least(o, 'num_samples', self.num_samples, 2)
     _one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
+    _one_of(o, 'acting_policy', self.acting_policy, ACTING_POLICIES)
     _one_of(o, 'init', self.init, INIT_SCHEMES)
     _one_of(o, 'policy_mean', self.policy_mean, POLICY_MEANS)
     _one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)

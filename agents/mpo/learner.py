@@ -91,6 +91,12 @@ def kl_bounds(cfg: MPOConfig, action_dim: int) -> tuple[float, float]:
   return cfg.epsilon_mean / share, cfg.epsilon_stddev / share
 
 
+def acting_policy(cfg: MPOConfig, state: LearnerState) -> dict:
+  """The policy params actors and the evaluator act with (and collect-demos
+  records): cfg.acting_policy picks the online or the target policy."""
+  return state.target_policy if cfg.acting_policy == 'target' else state.policy
+
+
 def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
   key = jax.random.PRNGKey(seed)
   key, kp, kc = jax.random.split(key, 3)

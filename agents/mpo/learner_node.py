@@ -82,8 +82,12 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
     return learner_lib.init(self._cfg, dims, seed=self._tc.seed)
 
+  def _mpo_state(self, state):
+    """The MPO learner state inside this learner's state."""
+    return state
+
   def _policy(self, state):
-    return state.policy
+    return learner_lib.acting_policy(self._cfg, self._mpo_state(state))
 
   def _publish(self) -> None:
     """Copies what the Courier methods serve out of the current state."""

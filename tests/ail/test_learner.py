@@ -265,6 +265,35 @@ def test_airl_discriminator_uses_the_current_policy(kind, reward):
     assert losses[0] == losses[1]
 
 
+def test_airl_log_pi_is_that_of_the_policy_the_actors_act_with():
+  # mpo.acting_policy='target': the actors act with the target policy, so
+  # AIRL's π (discriminator logit and the generator's 'logit' reward) is it.
+  mpo = _mpo(acting_policy='target')
+  ail = _ail(kind='airl', reward='logit', gradient_penalty=0.0)
+  rng = np.random.default_rng(2)
+  windows = jax.tree_util.tree_map(lambda x: x[0], _windows(rng, 1, 8))
+  expert = _expert(rng)
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  disc_loss = jax.jit(lambda s: learner.discriminator_step(
+      mpo, ail, s, windows, expert)[1]['logistic_loss'])
+  reward = jax.jit(lambda s: learner.relabel(
+      mpo, ail, s.discriminator, windows,
+      mpo_learner.acting_policy(mpo, s.generator))[1])
+  online_moved = _scaled_policy(state, 0.7)
+  g = state.generator
+  target_moved = state._replace(generator=g._replace(
+      target_policy=online_moved.generator.policy))
+  assert float(disc_loss(online_moved)) == float(disc_loss(state))
+  assert float(disc_loss(target_moved)) != float(disc_loss(state))
+  np.testing.assert_array_equal(reward(online_moved), reward(state))
+  assert not np.array_equal(reward(target_moved), reward(state))
+  # The generator step relabels with that same policy.
+  step = jax.jit(lambda s: learner.generator_step(mpo, ail, s, windows,
+                                                  expert)[1])
+  assert float(step(online_moved)['learned_reward_mean']) == float(
+      step(state)['learned_reward_mean'])
+
+
 def test_checkpoint_holds_every_part_of_the_state(tmp_path):
   mpo, ail = _mpo(), _ail()
   d = _Driver(mpo, ail)

@@ -41,6 +41,7 @@ EXPECTED = {
     'adam1_next_scale07': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_epsmean01': (1, 'adam', 'gradient', 'before_update'),
     'adam1_next_mog': (1, 'adam', 'gradient', 'before_update'),
+    'adam1_next_epsmean01_target': (1, 'adam', 'gradient', 'before_update'),
 }
 # (η, η_penalty) starts of each strategy.
 INIT_TEMPERATURES = {s: (10.0, 10.0) for s in EXPECTED} | {
@@ -57,6 +58,7 @@ OTHER = {s: ('current', 'tandem') for s in EXPECTED} | {
     'adam1_next_scale07': ('next', 'tandem'),
     'adam1_next_epsmean01': ('next', 'tandem'),
     'adam1_next_mog': ('next', 'tandem'),
+    'adam1_next_epsmean01_target': ('next', 'tandem'),
     'adam1_current_and_next': ('current_and_next', 'tandem'),
     'adam1_acme_init': ('current', 'acme')}
 # TrainConfig.samples_per_insert of each strategy on make_run (48).
@@ -74,10 +76,14 @@ LEARNING_RATES = {s: 3e-4 for s in EXPECTED} | {'adam1_next_lr6e4': 6e-4}
 INIT_SCALES = {s: 0.5 for s in EXPECTED} | {'adam1_next_scale03': 0.3,
                                             'adam1_next_scale07': 0.7}
 # MPOConfig.epsilon_mean of each strategy.
-EPSILON_MEANS = {s: 0.0025 for s in EXPECTED} | {'adam1_next_epsmean01': 0.01}
+EPSILON_MEANS = {s: 0.0025 for s in EXPECTED} | {
+    'adam1_next_epsmean01': 0.01, 'adam1_next_epsmean01_target': 0.01}
 # (MPOConfig.critic_type, mog_num_value_samples) of each strategy.
 CRITICS = {s: ('scalar', 128) for s in EXPECTED} | {
     'adam1_next_mog': ('mog', 16)}
+# MPOConfig.acting_policy of each strategy.
+ACTING = {s: 'online' for s in EXPECTED} | {
+    'adam1_next_epsmean01_target': 'target'}
 
 
 # ------------------------------------------------------------- strategies
@@ -126,13 +132,15 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
   assert cfg.mpo.epsilon_mean == EPSILON_MEANS[strategy]
   assert (cfg.mpo.critic_type, cfg.mpo.mog_num_value_samples) == (
       CRITICS[strategy])
+  assert cfg.mpo.acting_policy == ACTING[strategy]
   # Nothing outside the duals, the E-step's states, the initialisers, the
   # network optimizers, the sample count and the initial stddev moves.
   varied = {'duals': None, 'estep_states': None, 'init': None,
             'policy_optimizer': None, 'critic_optimizer': None,
             'schedule_horizon': None, 'num_samples': None,
             'policy_init_scale': None, 'epsilon_mean': None,
-            'critic_type': None, 'mog_num_value_samples': None}
+            'critic_type': None, 'mog_num_value_samples': None,
+            'acting_policy': None}
   assert config_lib.to_dict(cfg)['mpo'] | varied == (
       config_lib.to_dict(base)['mpo'] | varied)
   # Outside `mpo` only the replay ratio may move, and only where stated.

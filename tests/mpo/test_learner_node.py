@@ -1,10 +1,16 @@
 """The MPO learner node's checkpoints (agents/mpo/learner_node.py)."""
 
+import jax
+import numpy as np
+import pytest
+
 from agents.common import checkpointing
 from agents.common.rundir import RunDir
 from agents.mpo import learner as learner_lib
 from agents.mpo.learner_node import LearnerNode
 from configs import mpo as named
+from launch import config as config_lib
+from launch import mpo as mpo_program
 from tests.fakes import UncontactedReplay
 
 
@@ -28,3 +34,24 @@ def test_fresh_learner_checkpoint_before_any_step_has_no_counts(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
   assert checkpointing.read_metadata(node.save_checkpoint())['counts'] == {}
+
+
+@pytest.mark.parametrize('acting', ['online', 'target'])
+def test_actors_get_the_policy_acting_policy_names(tmp_path, acting):
+  # Acme's MPO serves the target policy; Tandem's default the online one.
+  tc = config_lib.apply_overrides(named.tiny(), {'mpo.acting_policy': acting})
+  dims = learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
+  state = learner_lib.init(tc.mpo, dims, seed=0)
+  moved = learner_lib.init(tc.mpo, dims, seed=7).policy  # an online step on
+  state = learner_lib.to_numpy(state._replace(policy=moved))
+  node.restore(state)
+  want = state.target_policy if acting == 'target' else state.policy
+  (served,) = node.get_variables(['policy'])
+  for got, expected in ((served, want), (node.get_variables(), want),
+                        (mpo_program.policy_of(tc, state), want)):
+    for a, b in zip(jax.tree_util.tree_leaves(got),
+                    jax.tree_util.tree_leaves(expected)):
+      np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(state.policy['mean']['w'],
+                            state.target_policy['mean']['w'])
