@@ -29,6 +29,21 @@ from agents.mpo import losses
 from agents.mpo.config import DualConfig
 
 
+# The lowest unconstrained value kept after each dual step, as Acme's
+# clip_mpo_params (acme/jax/losses/mpo.py, -18 for the log-temperatures and
+# log-alphas): a dual whose constraint stays slack keeps drifting down, and
+# the further it drifts the longer it takes to act once the constraint
+# binds again. softplus(-18) ≈ 1.5e-8, so the duals' values are unchanged
+# for any use. Acme leaves the penalty temperature unclamped without
+# per-dimension constraining; here all four are clamped.
+MIN_UNCONSTRAINED = -18.0
+
+
+def _clamp(group):
+  return jax.tree_util.tree_map(
+      lambda u: jnp.maximum(u, MIN_UNCONSTRAINED), group)
+
+
 class DualParams(NamedTuple):
   """Unconstrained dual values; map through `positive` to use them."""
   temperature: jax.Array            # []
@@ -85,13 +100,14 @@ def _make(opt_cfg) -> optax.GradientTransformation:
 
 
 def _scan_steps(opt, opt_state, group, loss_fn, num_steps: int):
-  """num_steps optimizer steps on loss_fn(group), in-graph."""
+  """num_steps optimizer steps on loss_fn(group), in-graph, each followed by
+  the clamp at MIN_UNCONSTRAINED."""
   grad_fn = jax.grad(loss_fn)
 
   def body(carry, _):
     g, s = carry
     updates, s = opt.update(grad_fn(g), s, g)
-    return (optax.apply_updates(g, updates), s), None
+    return (_clamp(optax.apply_updates(g, updates)), s), None
 
   (group, opt_state), _ = jax.lax.scan(body, (group, opt_state), None,
                                        length=num_steps)
@@ -204,6 +220,7 @@ def update_temperatures(cfg: DualConfig, state: DualState, q: jax.Array,
     if penalty_q is not None:
       new_pt = inverse_positive(solve(penalty_q, epsilon_penalty,
                                       before[1]).temperature, f)
+    new_t, new_pt = _clamp((new_t, new_pt))
   else:
     def loss(group):
       t, pt = group

@@ -1,5 +1,7 @@
 """Dual optimisation strategies: exact solve, in-graph optimizer steps."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -131,3 +133,31 @@ def test_residual_is_positive_away_from_optimum():
   _, info = duals.update_temperatures(cfg, duals.init(cfg, 1), q, 0.1, None,
                                       0.0, jnp.float32(1e-2))
   assert float(info.residual) > 1e-3
+
+
+def test_every_dual_stops_at_the_reference_clamp():
+  # Slack constraints (all Q equal, KLs 0) push every dual down; these SGD
+  # rates would take each unconstrained value hundreds below -18 at once.
+  sgd = lambda group: config.dual_optimizer('sgd', 1e11, group)
+  cfg = config.DualConfig(num_steps=2, temperature_optimizer=sgd('temperature'),
+                          alpha_optimizer=sgd('alpha'), init_temperature=1e-7,
+                          init_penalty_temperature=1e-7, init_alpha_mean=1e-7,
+                          init_alpha_stddev=1e-7, log_residual=False)
+  state = duals.init(cfg, 2)
+  assert float(state.params.temperature) > duals.MIN_UNCONSTRAINED
+  q = jnp.zeros((20, 8))
+  new, _ = duals.update_temperatures(cfg, state, q, 0.1, q, 0.1,
+                                     jnp.float32(1e11))
+  new = duals.update_alphas(cfg, new, jnp.zeros(2), jnp.zeros(2), 0.1, 0.1,
+                            jnp.float32(1e11))
+  for u in jax.tree_util.tree_leaves(new.params):
+    np.testing.assert_array_equal(u, duals.MIN_UNCONSTRAINED)
+  # The exact solve puts η at the floor here (the constraint cannot bind):
+  # its stored value is clamped the same way.
+  exact = dataclasses.replace(cfg, solver='exact')
+  new, info = duals.update_temperatures(exact, state, q, 0.1, q, 0.1,
+                                        jnp.float32(1e-2))
+  assert float(new.params.temperature) == duals.MIN_UNCONSTRAINED
+  assert float(new.params.penalty_temperature) == duals.MIN_UNCONSTRAINED
+  assert float(info.temperature_after) == pytest.approx(
+      float(duals.positive(jnp.float32(duals.MIN_UNCONSTRAINED), cfg.floor)))
