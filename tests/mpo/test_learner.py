@@ -168,17 +168,22 @@ def test_target_networks_update(kind):
              target_polyak_tau=0.5)
   update = learner.make_update(cfg)
   state = learner.init(cfg, DIMS, 0)
-  t0 = np.asarray(state.target_critic['head']['w']).copy()
+  targets = lambda s: (s.target_policy, s.target_critic)
+  t0 = _copy(targets(state))
   state, _ = update(state, _batch(k=1))
-  t1 = np.asarray(state.target_critic['head']['w']).copy()
+  t1 = _copy(targets(state))
+  online = (state.policy, state.critic)
+  moved = [not np.array_equal(a, b) for a, b in zip(
+      jax.tree_util.tree_leaves(online), jax.tree_util.tree_leaves(t0))]
+  assert all(moved)  # every online leaf moved in the step
   if kind == 'periodic':
-    np.testing.assert_array_equal(t1, t0)  # not yet copied at step 1
+    _assert_trees_equal(t1, t0)  # not yet copied at step 1
     state, _ = update(state, _batch(k=1, seed=2))
-    np.testing.assert_array_equal(np.asarray(state.target_critic['head']['w']),
-                                  np.asarray(state.critic['head']['w']))
+    _assert_trees_equal(targets(state), (state.policy, state.critic))
   else:
-    np.testing.assert_allclose(
-        t1, 0.5 * t0 + 0.5 * np.asarray(state.critic['head']['w']), rtol=1e-6)
+    for a, b, c in zip(*(jax.tree_util.tree_leaves(t) for t in
+                         (t1, t0, online))):
+      np.testing.assert_allclose(a, 0.5 * b + 0.5 * c, rtol=1e-6, atol=1e-7)
 
 
 def _critic_calls(cfg, state, batch):
@@ -363,6 +368,58 @@ def test_metrics_log_the_kl_bounds_used(per_dim):
   assert float(m['epsilon_penalty_used']) == pytest.approx(0.002)
   assert learner.kl_bounds(cfg, DIMS.action) == pytest.approx(
       (0.01 / share, 1e-4 / share))
+
+
+@pytest.mark.parametrize('per_dim', [True, False])
+def test_the_alphas_are_stepped_on_the_bounds_logged(per_dim, monkeypatch):
+  # What update_alphas receives, not only what the log says.
+  from agents.mpo import duals as duals_lib
+  seen = []
+  real = duals_lib.update_alphas
+
+  def spy(cfg, state, kl_mean, kl_stddev, eps_mean, eps_stddev, lr):
+    seen.append((eps_mean, eps_stddev))
+    return real(cfg, state, kl_mean, kl_stddev, eps_mean, eps_stddev, lr)
+  monkeypatch.setattr(duals_lib, 'update_alphas', spy)
+  cfg = _cfg(per_dim_constraining=per_dim, epsilon_mean=0.01,
+             epsilon_stddev=1e-4)
+  _, m = learner.make_update(cfg)(learner.init(cfg, DIMS, 0), _batch(k=1))
+  assert seen and all(e == pytest.approx(
+      (float(m['epsilon_mean_used']), float(m['epsilon_stddev_used'])))
+                      for e in seen), seen
+  share = DIMS.action if per_dim else 1
+  assert seen[0] == pytest.approx((0.01 / share, 1e-4 / share))
+
+
+def test_policy_loss_is_the_papers_sum_with_the_action_penalty_term():
+  # loss_policy = CE(w) + CE(w_penalty) + Σ α·KL (Abdolmaleki et al.
+  # 2018b; Acme sums the two weights, the same since CE is linear in them),
+  # rebuilt here from the step's own E-step inputs.
+  from agents.mpo import duals as duals_lib
+  cfg = _cfg(action_penalization=True)
+  state = learner.init(cfg, DIMS, 0)
+  # The online policy a step away from the target, so the KL terms count.
+  state = state._replace(policy=jax.tree_util.tree_map(
+      lambda x: x * 1.1 + 0.01, state.policy))
+  batch = _batch(seed=3)
+  _, metrics = learner.sgd_step(cfg, state, batch)
+  _, k_estep, k_boot = jax.random.split(state.key, 3)
+  e = learner.estep_inputs(cfg, state, batch, k_estep, k_boot)
+  p, f = state.duals.params, cfg.duals.floor
+  w = losses.estep_weights(e.q, duals_lib.positive(p.temperature, f))
+  w_pen = losses.estep_weights(
+      e.penalty_q, duals_lib.positive(p.penalty_temperature, f))
+  online = learner.apply_policy(cfg, state.policy, e.states)
+  terms = losses.mstep_terms(online, e.target_pi, e.actions, w, True)
+  pen = losses.mstep_terms(online, e.target_pi, e.actions, w_pen, True)
+  kl = (losses.kl_penalty(duals_lib.positive(p.alpha_mean, f), terms.kl_mean)
+        + losses.kl_penalty(duals_lib.positive(p.alpha_stddev, f),
+                            terms.kl_stddev))
+  pen_ce = float(pen.cross_entropy_mean + pen.cross_entropy_stddev)
+  want = float(terms.cross_entropy_mean + terms.cross_entropy_stddev) + (
+      pen_ce + float(kl))
+  assert float(metrics['loss_policy']) == pytest.approx(want, rel=1e-5)
+  assert abs(pen_ce) > 1e-2 * abs(want) and float(kl) > 1e-2 * abs(want)
 
 
 def test_tanh_policy_mean_feeds_the_estep_and_is_fitted_through_the_tanh():

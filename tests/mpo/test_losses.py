@@ -97,6 +97,46 @@ def test_cross_entropy_matches_weighted_log_likelihood():
   assert float(terms.cross_entropy_mean) == pytest.approx(expected, rel=1e-5)
 
 
+def test_mstep_kls_are_kl_target_to_online_and_cross_entropies_decoupled():
+  # Hand-computed for one state, one dimension (Abdolmaleki et al. 2018b,
+  # Sec. 4.2): target N(0, 1), online N(1, 2).
+  one = lambda m, s: networks.GaussianParams(jnp.full((1, 1), m),
+                                             jnp.full((1, 1), s))
+  target, online = one(0.0, 1.0), one(1.0, 2.0)
+  a = jnp.array([[[0.5]], [[-1.0]]])                       # [N=2, B=1, D=1]
+  w = jnp.array([[0.25], [0.75]])
+  t = losses.mstep_terms(online, target, a, w, True)
+  # KL_mean = KL(N(0,1) || N(1,1)) = 1/2.
+  assert float(t.kl_mean[0]) == pytest.approx(0.5, rel=1e-6)
+  # KL_stddev = KL(N(0,1) || N(0,2)) = (1/4 - 1 + ln 4) / 2; the other
+  # direction, KL(N(0,2) || N(0,1)) = (4 - 1 - ln 4) / 2, is 0.807.
+  assert float(t.kl_stddev[0]) == pytest.approx(
+      0.5 * (0.25 - 1 + math.log(4)), rel=1e-6)
+  log_n = lambda x, m, s: (-0.5 * ((x - m) / s) ** 2 - math.log(s)
+                           - 0.5 * math.log(2 * math.pi))
+  xs, ws = (0.5, -1.0), (0.25, 0.75)
+  # CE_mean with N(μ_online, σ_target), CE_stddev with N(μ_target, σ_online).
+  assert float(t.cross_entropy_mean) == pytest.approx(
+      -sum(wi * log_n(x, 1.0, 1.0) for x, wi in zip(xs, ws)), rel=1e-6)
+  assert float(t.cross_entropy_stddev) == pytest.approx(
+      -sum(wi * log_n(x, 0.0, 2.0) for x, wi in zip(xs, ws)), rel=1e-6)
+
+
+def test_kl_penalty_adds_alpha_times_kl_and_alpha_dual_its_slack():
+  alpha, kl = jnp.array([2.0, 3.0]), jnp.array([0.5, 1.0])
+  assert float(losses.kl_penalty(alpha, kl)) == pytest.approx(4.0)
+  # The policy's side moves the KL only; the multiplier's side α only, with
+  # gradient ε - KL (α shrinks where the bound is slack).
+  assert np.all(np.asarray(jax.grad(losses.kl_penalty)(alpha, kl)) == 0)
+  np.testing.assert_allclose(
+      np.asarray(jax.grad(losses.kl_penalty, argnums=1)(alpha, kl)), alpha)
+  np.testing.assert_allclose(
+      np.asarray(jax.grad(losses.alpha_dual)(alpha, 0.75, kl)),
+      [0.25, -0.25])
+  assert np.all(np.asarray(jax.grad(losses.alpha_dual, argnums=2)(
+      alpha, 0.75, kl)) == 0)
+
+
 def test_mog_critic_loss_is_the_mean_negative_log_likelihood():
   one = networks.Mixture(jnp.zeros((2, 1)), jnp.asarray([[0.0], [1.0]]),
                          jnp.asarray([[1.0], [2.0]]))
