@@ -15,7 +15,7 @@ import math
 
 from agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
                                _int_at_least, _layers, _non_negative,
-                               _one_of, _optimizer_field)
+                               _one_of, _optimizer_field, _step_count)
 
 KINDS = ('gail', 'airl')
 # GAIL (Ho & Ermon 2016) with D = σ(logit) the probability of "expert":
@@ -87,15 +87,15 @@ class AILConfig:
             not isinstance(self.normalizer_clip, bool) and
             math.isfinite(self.normalizer_clip) and self.normalizer_clip > 0):
       _fail(o, 'normalizer_clip', 'a finite number > 0', self.normalizer_clip)
-    _int_at_least(o, 'discriminator_steps_per_round',
-                  self.discriminator_steps_per_round, 1)
+    _step_count(o, 'discriminator_steps_per_round',
+                self.discriminator_steps_per_round)
     _int_at_least(o, 'discriminator_steps_per_call',
                   self.discriminator_steps_per_call, 1)
-    _int_at_least(o, 'generator_steps_per_round',
-                  self.generator_steps_per_round, 1)
-    _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
+    _step_count(o, 'generator_steps_per_round',
+                self.generator_steps_per_round)
+    _step_count(o, 'schedule_horizon', self.schedule_horizon)
     _non_negative(o, 'bc_weight', self.bc_weight)
-    _int_at_least(o, 'bc_decay_steps', self.bc_decay_steps, 1)
+    _step_count(o, 'bc_decay_steps', self.bc_decay_steps)
     _non_negative(o, 'bc_final_weight', self.bc_final_weight)
     # A floor above the start would make the "decay" a rise, and a floor
     # with bc_weight 0 would be ignored, since 0 switches BC off.

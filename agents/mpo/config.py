@@ -45,9 +45,22 @@ def _non_negative(owner, field, value):
     _fail(owner, field, 'a finite number >= 0', value)
 
 
+# The largest learner-step count: steps, horizons and periods meet the
+# learner's int32 step counters in-graph, where a larger one would wrap.
+MAX_STEP_COUNT = 2**31 - 1
+
+
 def _int_at_least(owner, field, value, low):
   if not isinstance(value, int) or isinstance(value, bool) or value < low:
     _fail(owner, field, f'an integer >= {low}', value)
+
+
+def _step_count(owner, field, value, low=1):
+  """A count of learner (or discriminator) steps: an int32 in-graph."""
+  if (not isinstance(value, int) or isinstance(value, bool) or
+      not low <= value <= MAX_STEP_COUNT):
+    _fail(owner, field, f'an integer in [{low}, {MAX_STEP_COUNT}] (a step '
+          'count, int32 in the learner)', value)
 
 
 def _one_of(owner, field, value, choices):
@@ -366,10 +379,10 @@ class MPOConfig:
     if not isinstance(self.duals, DualConfig):
       _fail(o, 'duals', 'a DualConfig', self.duals)
     _one_of(o, 'target_update', self.target_update, TARGET_UPDATES)
-    _int_at_least(o, 'target_update_period', self.target_update_period, 1)
+    _step_count(o, 'target_update_period', self.target_update_period)
     _unit_interval(o, 'target_polyak_tau', self.target_polyak_tau)
     _int_at_least(o, 'sgd_steps_per_call', self.sgd_steps_per_call, 1)
-    _int_at_least(o, 'schedule_horizon', self.schedule_horizon, 1)
+    _step_count(o, 'schedule_horizon', self.schedule_horizon)
 
 
 def replace(config, overrides: Mapping[str, Any]):

@@ -77,6 +77,12 @@ def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
      'AILConfig.discriminator_optimizer.name'),
     ('--ail.generator_steps_per_round=3', 'ail.generator_steps_per_round'),
     ('--ail.input=pixels', 'AILConfig.input'),
+    # Step counts the learner keeps in int32: a larger one would wrap.
+    ('--ail.schedule_horizon=3000000000', 'AILConfig.schedule_horizon'),
+    ('--ail.bc_decay_steps=2147483648', 'AILConfig.bc_decay_steps'),
+    ('--ail.discriminator_steps_per_round=2147483648',
+     'AILConfig.discriminator_steps_per_round'),
+    ('--mpo.schedule_horizon=3000000000', 'MPOConfig.schedule_horizon'),
 ])
 def test_bad_ail_config_values_name_the_field(capsys, tmp_path, demos,
                                               override, message):

@@ -20,6 +20,12 @@ BAD = [
     ('critic_layers', (256, 0), 'MPOConfig.critic_layers'),
     ('target_update', 'sometimes', 'MPOConfig.target_update'),
     ('target_update_period', 0, 'MPOConfig.target_update_period'),
+    ('target_update_period', 2**31, 'MPOConfig.target_update_period'),
+    ('schedule_horizon', 0, 'MPOConfig.schedule_horizon'),
+    # Wider than the int32 the learner stores it in: would wrap negative.
+    ('schedule_horizon', 3_000_000_000, r'MPOConfig.schedule_horizon.*'
+     r'\[1, 2147483647\]'),
+    ('acting_policy', 'behaviour', 'MPOConfig.acting_policy'),
     ('target_polyak_tau', 0.0, 'MPOConfig.target_polyak_tau'),
     ('sgd_steps_per_call', 0, 'MPOConfig.sgd_steps_per_call'),
     ('max_grad_norm', 0.0, 'MPOConfig.max_grad_norm'),
