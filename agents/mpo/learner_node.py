@@ -152,11 +152,16 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     # The counts last seen, not a fresh call: at stop time the counter's
     # server may already be gone, and a call would block.
     with self._lock:
+      counts = dict(self._counts)
+      if counts:
+        # The counts arrive after the update that produced this state (a
+        # counter call outside the lock): the state's own steps are exact,
+        # so a resume never cuts log rows of work the checkpoint holds.
+        counts.update(self._own_counts(self._state))
       return checkpointing.save_numbered(
           self._run_dir.learner_checkpoints,
           self._checkpoint_step(self._state),
-          self._state, metadata={'counts': self._counts,
-                                 'env': self._tc.env},
+          self._state, metadata={'counts': counts, 'env': self._tc.env},
           keep=self._tc.checkpoints_to_keep)
 
   # ------------------------------------------------------------------------

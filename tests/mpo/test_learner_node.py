@@ -55,3 +55,17 @@ def test_actors_get_the_policy_acting_policy_names(tmp_path, acting):
       np.testing.assert_array_equal(a, b)
   assert not np.array_equal(state.policy['mean']['w'],
                             state.target_policy['mean']['w'])
+
+
+def test_a_checkpoint_between_an_update_and_its_counts_holds_the_states_steps(
+    tmp_path):
+  # The limiter's save can land after an update call and before the counter
+  # answered for it: the learner steps saved are the state's, not the
+  # previous call's (a resume would cut that call's log rows).
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
+  state = learner_lib.init(tc.mpo, dims, seed=0)
+  node.restore(learner_lib.to_numpy(state._replace(steps=state.steps + 8)))
+  node._counts = {'env_steps': 500, 'learner_steps': 0, 'episodes': 1}
+  counts = checkpointing.read_metadata(node.save_checkpoint())['counts']
+  assert counts == {'env_steps': 500, 'learner_steps': 8, 'episodes': 1}
