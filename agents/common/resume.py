@@ -9,7 +9,10 @@ with the checkpoint before any node starts:
 
 - counter.json takes the checkpoint's counts. Two things are kept from the
   counter instead: `elapsed_s` (wall time since the program first started
-  is spent, whatever was lost) and `env_faults` (faults that happened);
+  is spent, whatever was lost; the largest of counter.json's, the
+  checkpoint's and the last progress.json's, which the counter publishes
+  every second while counter.json is saved every checkpoint period) and
+  `env_faults` (faults that happened);
 - every CSV under logs/ loses the rows past the checkpoint (by
   learner_steps in learner.csv, discriminator_steps in discriminator.csv,
   env_steps elsewhere), so on every axis a resumed run continues without
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 from typing import Optional
@@ -45,6 +49,21 @@ KEPT_FROM_COUNTER = ('env_faults',)
 
 def discarded_dir(rd: RunDir, segment: int) -> str:
   return os.path.join(rd.logs, 'discarded', f'segment-{segment}')
+
+
+def published_elapsed(rd: RunDir) -> float:
+  """The wall time since the first start that the counter last published
+  (progress.json, every second), or 0.0 where there is none to read.
+  counter.json is saved every checkpoint period only, so after a hard kill
+  it misses up to that long; progress.json does not."""
+  try:
+    with open(rd.progress) as f:
+      value = json.load(f)['counts']['elapsed_s']
+  except (OSError, ValueError, KeyError, TypeError):
+    return 0.0
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    return 0.0
+  return float(value) if math.isfinite(value) and value > 0 else 0.0
 
 
 def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
@@ -95,12 +114,15 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
          for k in counting.COUNT_KEYS}
   for k in KEPT_FROM_COUNTER:
     new[k] = int(before.get(k, 0))
-  if new != {k: int(before.get(k, 0)) for k in counting.COUNT_KEYS}:
+  elapsed = max(float(state['elapsed_s']), float(counts.get('elapsed_s', 0.0)),
+                published_elapsed(rd))
+  moved = new != {k: int(before.get(k, 0)) for k in counting.COUNT_KEYS}
+  if moved:
     os.makedirs(dest, exist_ok=True)
     shutil.copy2(rd.counter, os.path.join(dest, 'counter.json'))
+  if moved or elapsed > float(state['elapsed_s']):
     state['counts'] = new
-    state['elapsed_s'] = max(float(state['elapsed_s']),
-                             float(counts.get('elapsed_s', 0.0)))
+    state['elapsed_s'] = elapsed
     write_json_atomic(rd.counter, state)
   discarded, torn_lines = {}, {}
   for name in sorted(os.listdir(rd.logs)) if os.path.isdir(rd.logs) else []:

@@ -140,3 +140,49 @@ def test_whole_counts_written_as_floats_are_accepted(tmp_path):
   done = resume.reconcile(rd, path, segment=2)
   assert done['counts']['env_steps'] == 3000
   assert done['counts']['learner_steps'] == 120
+
+
+@pytest.mark.parametrize('progress, want', [
+    ({'counts': {'env_steps': 5100, 'elapsed_s': 250.0}}, 250.0),
+    (None, None),                      # no progress.json: counter.json's
+    ('{"counts": {"elapsed_s": "x"}', None),  # unreadable: ignored
+    ({'counts': {'elapsed_s': 'soon'}}, None),
+    ({'counts': {'elapsed_s': 0.5}}, None),   # behind: counter.json's
+])
+def test_wall_time_the_counter_published_after_its_last_save_is_kept(
+    tmp_path, progress, want):
+  # A hard kill loses up to a checkpoint period of counter.json's elapsed
+  # time; progress.json, published every second, still holds it.
+  rd, path = _run_dir(tmp_path, {'env_steps': 3000, 'learner_steps': 120,
+                                 'elapsed_s': 1.0})
+  state = json.load(open(rd.counter))
+  state['elapsed_s'] = saved = 10.0   # counter.json's, above the checkpoint's
+  json.dump(state, open(rd.counter, 'w'))
+  if isinstance(progress, dict):
+    json.dump(progress, open(rd.progress, 'w'))
+  elif isinstance(progress, str):
+    open(rd.progress, 'w').write(progress)
+  resume.reconcile(rd, path, segment=2)
+  restored = counting.Counter(rd.counter, restore=True).get_counts()
+  assert restored['elapsed_s'] >= (want or saved)
+  assert restored['elapsed_s'] < (want or saved) + 1.0
+
+
+def test_only_the_wall_time_moving_rewrites_counter_json_and_discards_nothing(
+    tmp_path):
+  # A checkpoint at the counter's counts, progress.json a minute ahead.
+  rd = RunDir(str(tmp_path)).make()
+  c = counting.Counter(rd.counter)
+  c.increment(env_steps=3000, learner_steps=120)
+  c.save()
+  counts = dict(c.get_counts(), elapsed_s=1.0)
+  path = checkpointing.save_numbered(
+      rd.learner_checkpoints, 120, {'w': np.zeros(3, np.float32)},
+      metadata={'counts': counts})
+  json.dump({'counts': {'elapsed_s': 61.0}}, open(rd.progress, 'w'))
+  done = resume.reconcile(rd, path, segment=2)
+  assert json.load(open(rd.counter))['elapsed_s'] == 61.0
+  assert json.load(open(rd.counter))['counts']['env_steps'] == 3000
+  assert done['discarded_rows'] == {}
+  assert not os.path.exists(os.path.join(resume.discarded_dir(rd, 2),
+                                         'counter.json'))
