@@ -65,7 +65,8 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
       raise SystemExit(f'{run_dir}: no learner checkpoint')
   counts = checkpointing.read_metadata(checkpoint).get('counts', {})
   state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
-  policy, d = state.generator.policy, state.discriminator
+  # The policy the run's actors acted with (and AIRL's log π used).
+  policy, d = launch_ail.policy_of(tc, state), state.discriminator
   expert = ail_learner.expert_transitions(
       demonstrations.load_for_environment(demos_path, tc.env))
   rollouts = demonstrations.collect(

@@ -73,7 +73,7 @@ def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
   for elapsed_s): resume would otherwise end in a traceback, or roll the
   counter back to nonsense."""
   counts = meta.get('counts')
-  if not counts:
+  if counts is None or counts == {}:
     return None
 
   def bad(why):
@@ -82,15 +82,13 @@ def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
         f'of non-negative integers ({", ".join(counting.COUNT_KEYS)}) and '
         'elapsed_s')
   if not isinstance(counts, dict):
-    raise bad(f'are a {type(counts).__name__}')
+    raise bad(f'are of type {type(counts).__name__}')
   if 'env_steps' not in counts:
     return None
   for k, v in counts.items():
-    number = isinstance(v, (int, float)) and not isinstance(v, bool)
-    if k == 'elapsed_s':
-      ok = number and v >= 0
-    else:
-      ok = number and v >= 0 and float(v).is_integer()
+    number = (isinstance(v, (int, float)) and not isinstance(v, bool) and
+              math.isfinite(v) and 0 <= v < 2**53)
+    ok = number and (k == 'elapsed_s' or float(v).is_integer())
     if not ok:
       raise bad(f'hold {k}={v!r}')
   return counts

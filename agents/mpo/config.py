@@ -186,7 +186,7 @@ class DualConfig:
             TEMPERATURE_FOR_WEIGHTS)
     _one_of(o, 'solver', self.solver, SOLVERS)
     _positive(o, 'exact_tolerance', self.exact_tolerance)
-    _int_at_least(o, 'exact_max_iterations', self.exact_max_iterations, 1)
+    _step_count(o, 'exact_max_iterations', self.exact_max_iterations)
     for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev',
               'floor'):
       _positive(o, f, getattr(self, f))

@@ -33,9 +33,10 @@ from agents.mpo.config import DualConfig
 # clip_mpo_params (acme/jax/losses/mpo.py, -18 for the log-temperatures and
 # log-alphas): a dual whose constraint stays slack keeps drifting down, and
 # the further it drifts the longer it takes to act once the constraint
-# binds again. softplus(-18) ≈ 1.5e-8, so the duals' values are unchanged
-# for any use. Acme leaves the penalty temperature unclamped without
-# per-dimension constraining; here all four are clamped.
+# binds again. The smallest dual becomes softplus(-18) + floor ≈ 2.5e-8
+# (1e-8 before; an exact solve at the floor reports that value too).
+# Acme's clip drops the penalty temperature from its params without
+# per-dimension constraining; here all four are clamped alike.
 MIN_UNCONSTRAINED = -18.0
 
 

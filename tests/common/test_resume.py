@@ -115,12 +115,16 @@ def test_a_checkpoint_without_counts_changes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize('counts, named', [
-    ([3000, 120], 'are a list'),
+    ([3000, 120], 'are of type list'),
     ({'env_steps': 'lots', 'learner_steps': 120}, "env_steps='lots'"),
     ({'env_steps': 3000, 'learner_steps': -1}, 'learner_steps=-1'),
     ({'env_steps': 3000, 'learner_steps': 1.5}, 'learner_steps=1.5'),
     ({'env_steps': True}, 'env_steps=True'),
     ({'env_steps': 3000, 'elapsed_s': None}, 'elapsed_s=None'),
+    ({'env_steps': 3000, 'elapsed_s': float('inf')}, 'elapsed_s=inf'),
+    ({'env_steps': 1e300}, 'env_steps=1e+300'),
+    ([], 'are of type list'),
+    (0, 'are of type int'),
 ])
 def test_counts_that_are_not_counts_are_refused_naming_the_checkpoint(
     tmp_path, counts, named):

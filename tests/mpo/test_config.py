@@ -54,6 +54,8 @@ BAD = [
     ('duals.solver', 'newton', 'DualConfig.solver'),
     ('duals.exact_tolerance', 0.0, 'DualConfig.exact_tolerance'),
     ('duals.exact_max_iterations', 0, 'DualConfig.exact_max_iterations'),
+    ('duals.exact_max_iterations', 3_000_000_000,
+     'DualConfig.exact_max_iterations'),
     ('duals.init_temperature', -1.0, 'DualConfig.init_temperature'),
     ('duals.init_penalty_temperature', -1.0,
      'DualConfig.init_penalty_temperature'),
