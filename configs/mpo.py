@@ -65,7 +65,14 @@ def _learner(**kw) -> MPOConfig:
   40 samples at 823 / 821 / 822 / 826 / 738 (lower on all five); 10 samples
   at 845 / 844 / 848 / 842 / 804 (lower on all five, median -8) in 1.4-1.7x
   less wall clock per run: ahead per unit of wall clock, behind at the
-  budget the learning check measures, so 20 stays (BENCHMARKS.md)."""
+  budget the learning check measures, so 20 stays (BENCHMARKS.md).
+
+  Actors act with the online policy (MPOConfig.acting_policy 'online'), not
+  the target Acme's MPO serves: with 'target' make_run (seeds 0-7,
+  2026-12-03) ended at 864 / 862 / 862 / 828 / 865 / 837 / 831 / 819 (median
+  849, lowest 819) against 864 / 833 / 862 / 854 / 847 / 847 / 839 / 857
+  (median 851, lowest 833), paired median -4 (3 better, 5 worse), at the
+  same cost per step (BENCHMARKS.md)."""
   kw.setdefault('estep_states', 'next')
   kw.setdefault('epsilon_mean', 0.01)
   return MPOConfig(
