@@ -72,7 +72,9 @@ def _learner(**kw) -> MPOConfig:
   2026-12-03) ended at 864 / 862 / 862 / 828 / 865 / 837 / 831 / 819 (median
   849, lowest 819) against 864 / 833 / 862 / 854 / 847 / 847 / 839 / 857
   (median 851, lowest 833), paired median -4 (3 better, 5 worse), at the
-  same cost per step (BENCHMARKS.md)."""
+  same cost per step; on walker_stand (seeds 0-4) 234 / 310 / 271 / 183 /
+  240 against 261 / 303 / 315 / 301 / 202 (median 240 against 301,
+  BENCHMARKS.md)."""
   kw.setdefault('estep_states', 'next')
   kw.setdefault('epsilon_mean', 0.01)
   return MPOConfig(
