@@ -738,7 +738,9 @@ def collect_demos(args) -> int:
                      f'{args.episodes}')
   # Before the episodes are collected, not after: they can take minutes.
   out_dir = os.path.dirname(os.path.abspath(args.out))
-  try:  # a real write: os.access says yes to root on a read-only mount
+  # A real write: os.access does not see every refusal (root-squashed
+  # network mounts, ACLs, quotas).
+  try:
     with tempfile.TemporaryFile(dir=out_dir):
       pass
   except OSError as e:
@@ -759,8 +761,9 @@ def collect_demos(args) -> int:
     state = checkpointing.restore_tree(latest, program.learner_template(cfg))
   except checkpointing.CheckpointError as e:
     raise UsageError(f'--run {args.run}: {e}') from e
-  demos = demonstrations.collect(cfg.env, program.policy_of(cfg, state), cfg.mpo,
-                                 episodes=args.episodes, seed=args.seed)
+  demos = demonstrations.collect(cfg.env, program.policy_of(cfg, state),
+                                 cfg.mpo, episodes=args.episodes,
+                                 seed=args.seed)
   env = environments.make_environment(cfg.env, seed=0)
   keys = demonstrations.observation_keys(env)
   env.close()
