@@ -250,3 +250,33 @@ def test_permanently_failing_environment_stops_the_program_naming_it(
   assert 'EnvFaultLimitExceeded' in r.stderr
   assert 'cartpole:swingup' in r.stderr
   assert processes_mentioning(run_dir) == []
+
+
+@pytest.mark.slow
+def test_a_replay_checkpoint_damaged_inside_closes_with_drop_replay(runs_root):
+  # Framing intact, one byte of record data flipped: only Reverb's own load
+  # finds it, after launch. The closing hint must name --drop_replay (a plain
+  # resume fails the same way), and --drop_replay then finishes the run.
+  r1 = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'damaged',
+                          '--env_step_budget=1500'])
+  assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
+  run_dir = os.path.join(runs_root, 'damaged')
+  replay = os.path.join(run_dir, 'checkpoints', 'replay')
+  (stamp,) = os.listdir(replay)
+  with open(os.path.join(replay, stamp, 'chunks.tfrecord'), 'r+b') as f:
+    f.seek(20)  # past the first record's 12-byte header: its data
+    byte = f.read(1)
+    f.seek(20)
+    f.write(bytes([byte[0] ^ 0xFF]))
+  r2 = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                   '--env_step_budget=3000'])
+  assert r2.returncode == 1, r2.stdout[-3000:] + r2.stderr[-3000:]
+  assert 'node replay crashed' in r2.stderr
+  closing = r2.stderr.strip().splitlines()[-1]
+  assert f'--resume {run_dir} --drop_replay' in closing, closing
+  assert processes_mentioning(run_dir) == []
+  r3 = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                   '--env_step_budget=3000', '--drop_replay'])
+  assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
+  assert os.path.isdir(os.path.join(run_dir, 'checkpoints',
+                                    'replay-dropped-segment-3'))

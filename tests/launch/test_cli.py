@@ -110,10 +110,8 @@ def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
 
 
 def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
-  # The hint train() prints after a failed launch. End to end (a copy of a
-  # finished run, one byte of replay record data flipped, --resume): the
-  # launcher closed with "continue with: tandem train --resume RUN
-  # --drop_replay, ..." (2026-12-03).
+  # The hint train() prints after a failed launch; end to end (a real
+  # damaged replay checkpoint) in tests/integration/test_local_mp.py (slow).
   from agents.common.replay_node import ReplayCheckpointLoadError
   from agents.common.rundir import capture_errors
   cfg = named.tiny()
