@@ -347,13 +347,13 @@ def _resume_command(cfg, run_dir: str) -> str:
   return f'tandem {_command(cfg)} --resume {run_dir}'
 
 
-def _failure_resume_command(rd, cfg, run_dir: str) -> str:
-  """The closing hint of a failed launch: a replay checkpoint that did not
-  load fails every resume the same way, so that one names --drop_replay."""
+def _failure_resume_command(errors: dict, cfg, run_dir: str) -> str:
+  """The closing hint of a failed launch, given its crash reports `errors`
+  (rundir.read_errors): a replay checkpoint that did not load fails every
+  resume the same way, so that one names --drop_replay."""
   from agents.common.replay_node import ReplayCheckpointLoadError
-  from agents.common.rundir import read_errors
   command = _resume_command(cfg, run_dir)
-  if read_errors(rd).get('replay', '').startswith(
+  if errors.get('replay', '').startswith(
       ReplayCheckpointLoadError.__name__ + ':'):
     return (f'{command} --drop_replay, which keeps the replay checkpoint '
             'that did not load under checkpoints/ and starts from an empty '
@@ -518,9 +518,7 @@ def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
           flush=True)
 
 
-def _print_failure(rd, nodes_dir: str) -> None:
-  from agents.common.rundir import read_errors
-  errors = read_errors(rd)
+def _print_failure(errors: dict, nodes_dir: str) -> None:
   if errors:
     for node, text in errors.items():
       print(f'\nnode {node} crashed:\n{text}', file=sys.stderr)
@@ -695,14 +693,16 @@ def train(args, extra, command: str = 'train') -> int:
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
   from agents.common.rundir import read_errors
-  if failed or read_errors(rd):
-    _print_failure(rd, nodes_dir)
+  errors = read_errors(rd)
+  if failed or errors:
+    _print_failure(errors, nodes_dir)
     from agents.common import checkpointing
     latest = checkpointing.latest(rd.learner_checkpoints)
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
     print(f'\nrun directory: {run_dir} (continue with: '
-          f'{_failure_resume_command(rd, cfg, run_dir)})', file=sys.stderr)
+          f'{_failure_resume_command(errors, cfg, run_dir)})',
+          file=sys.stderr)
     return EXIT_FAILED
   if not os.path.exists(rd.final):
     # No node failed, yet the budget was not reached: the program was

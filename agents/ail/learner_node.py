@@ -91,9 +91,6 @@ class AILLearnerNode(learner_node.LearnerNode):
   def _mpo_state(self, state):
     return state.generator
 
-  def _checkpoint_step(self, state) -> int:
-    return int(state.generator.steps)
-
   def _close_streams(self) -> None:
     for stream in (self._batches, self._disc_batches):
       if stream is not None:

@@ -99,8 +99,8 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     return {'learner_steps': int(state.steps)}
 
   def _checkpoint_step(self, state) -> int:
-    """The number in the checkpoint's file name."""
-    return int(state.steps)
+    """The number in the checkpoint's file name: the MPO learner's step."""
+    return int(self._mpo_state(state).steps)
 
   def _close_streams(self) -> None:
     if self._batches is not None:

@@ -113,19 +113,19 @@ def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
   # The hint train() prints after a failed launch; end to end (a real
   # damaged replay checkpoint) in tests/integration/test_local_mp.py (slow).
   from agents.common.replay_node import ReplayCheckpointLoadError
-  from agents.common.rundir import capture_errors
+  from agents.common.rundir import capture_errors, read_errors
   cfg = named.tiny()
   rd = RunDir(str(tmp_path / 'run')).make()
-  plain = cli._failure_resume_command(rd, cfg, rd.root)
+  plain = cli._failure_resume_command(read_errors(rd), cfg, rd.root)
   assert plain == f'tandem train --resume {rd.root}'
   with pytest.raises(RuntimeError):  # another node's crash
     with capture_errors(rd, 'learner'):
       raise RuntimeError('loss is nan')
-  assert cli._failure_resume_command(rd, cfg, rd.root) == plain
+  assert cli._failure_resume_command(read_errors(rd), cfg, rd.root) == plain
   with pytest.raises(ReplayCheckpointLoadError):  # as the replay node fails
     with capture_errors(rd, 'replay'):
       raise ReplayCheckpointLoadError('did not start while loading ...')
-  hint = cli._failure_resume_command(rd, cfg, rd.root)
+  hint = cli._failure_resume_command(read_errors(rd), cfg, rd.root)
   assert hint.startswith(f'{plain} --drop_replay'), hint
 
 
