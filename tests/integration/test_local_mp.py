@@ -8,6 +8,7 @@ import pytest
 
 from agents.common import checkpointing
 from agents.common import logs
+from agents.common import replay_checkpoints
 from agents.common import schedules
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         processes_mentioning, run_tandem,
@@ -261,9 +262,11 @@ def test_a_replay_checkpoint_damaged_inside_closes_with_drop_replay(runs_root):
                           '--env_step_budget=1500'])
   assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
   run_dir = os.path.join(runs_root, 'damaged')
-  replay = os.path.join(run_dir, 'checkpoints', 'replay')
-  (stamp,) = os.listdir(replay)
-  with open(os.path.join(replay, stamp, 'chunks.tfrecord'), 'r+b') as f:
+  # The checkpoint Reverb loads (a periodic one may sit beside it).
+  loaded = replay_checkpoints.latest(os.path.join(run_dir, 'checkpoints',
+                                                  'replay'))
+  assert loaded is not None
+  with open(os.path.join(loaded, 'chunks.tfrecord'), 'r+b') as f:
     f.seek(20)  # past the first record's 12-byte header: its data
     byte = f.read(1)
     f.seek(20)
