@@ -1,10 +1,14 @@
 """Named adversarial imitation experiments:
 `tandem train-ail --config configs/ail.py:<name> --demos FILE.npz`.
 
-The generator is the MPO of configs/mpo.py's cartpole run; what changes is
-the reward (the discriminator's, recomputed for every step of each n-step
-window when the batch is used) and the rounds: one discriminator step per 8
-generator steps (one jitted call each).
+The generator is configs/mpo.py's cartpole learner with the settings its
+adversarial learning checks were measured with: the E-step at s
+(`estep_states='current'`), `epsilon_mean` 0.0025 and a 60k-step schedule
+horizon, over 150k env steps (`airl_cartpole` also bounds the action
+penalty's KL at 0.1). What changes is the reward (the discriminator's,
+recomputed for every step of each n-step window when the batch is used) and
+the rounds: one discriminator step per 8 generator steps (one jitted call
+each).
 
 Both discriminators see states, not actions (`input='state_next_state'`):
 the expert's actions are small LQR corrections (mean |a| 0.12) while the
@@ -12,8 +16,10 @@ agent's carry the policy's exploration noise (stddev ~0.5), so a
 state-action discriminator separates the two by action size in any state and
 its reward says "act like the expert" rather than "reach the expert's
 states". Measured on cartpole:swingup, seed 0 (BENCHMARKS.md): evaluation
-return 25 / 131 / 186 at 10k / 20k / 30k env steps with (s, a) input, against
-180 / 157 / 263 with (s, s').
+return 26 / 132 / 186 at 10k / 20k / 30k env steps with (s, a) input, against
+181 / 157 / 263 with (s, s'). One seed, and within 60k-70k env steps
+neither input took off: the choice rests on the early returns and the
+argument above, not on a finished comparison.
 """
 
 import dataclasses

@@ -49,7 +49,7 @@ def _learner(**kw) -> MPOConfig:
   against 842 / 801 / 856 (median 842) for 'current', paired difference
   -18 / +37 / +1, while each run took 839-866 s against 1221-1397 s: the
   same learning per env step within seed noise for ~1.5x less wall clock
-  (its learner step is 1.63-1.79x faster side by side, bench/learner.py).
+  (its learner step is 1.56-1.81x faster side by side, bench/learner.py).
   Measured again on 2026-12-02 (seeds 0-7, nothing beside them): 847 / 852 /
   851 / 865 / 833 / 764 / 865 / 861 in 242-334 s per run (median 852; over
   these and the three earlier runs, median 851, none below 750). Acme JAX MPO's
@@ -104,7 +104,8 @@ def cartpole() -> TrainConfig:
 
 
 def make_run() -> TrainConfig:
-  """`make run`: cartpole:swingup with 2 actors, ~6 min on 2 cores."""
+  """`make run`: cartpole:swingup with 2 actors, 6-15 min on 2 cores
+  (depending on the machine and its load)."""
   return TrainConfig(name='make_run', env='cartpole:swingup', num_actors=2,
                      env_step_budget=100_000,
                      samples_per_insert=CARTPOLE_SAMPLES_PER_INSERT,

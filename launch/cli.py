@@ -543,6 +543,11 @@ def train(args, extra, command: str = 'train') -> int:
   # JAX on an accelerator.
   _keep_off_accelerators(args.launch)
   cfg, run_dir, resume = resolve_train_config(args, extra, command)
+  if getattr(args, 'show_config', False):
+    # The named configs and a run's config.json differ from the class
+    # defaults that --help lists; this shows what a launch would use.
+    print(config_lib.describe(cfg))
+    return EXIT_OK
   program_lib = _program(command)
   demos_record = None
   if isinstance(cfg, config_lib.AILTrainConfig):
@@ -793,7 +798,9 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
   t = sub.add_parser(
       command, help=help_text, formatter_class=argparse.RawTextHelpFormatter,
       epilog='config fields (override any with --path=value; defaults of '
-      f'{config_cls.__name__} shown):\n' + config_lib.describe(config_cls()))
+      f'{config_cls.__name__} shown: a named config sets some of them\n'
+      'differently, and --config <file.py>:<name> --show_config prints '
+      'its values):\n' + config_lib.describe(config_cls()))
   t.add_argument('--config', help=f'<file.py>:<name>, e.g. {example}')
   t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
                  default='local_mp')
@@ -806,6 +813,10 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
                  'buffer keeps its own); the old buffer is moved aside')
   t.add_argument('--resume', metavar='RUN_DIR',
                  help='continue the run in RUN_DIR from its last checkpoint')
+  t.add_argument('--show_config', action='store_true',
+                 help='print every field of the config this command would '
+                 'run (--config or\nthe run\'s config.json, with the '
+                 'overrides) and exit; starts and writes nothing')
   return t
 
 

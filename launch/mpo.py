@@ -1,4 +1,4 @@
-"""The distributed MPO program, as DESIGN.md draws it.
+"""The distributed MPO program.
 
             ┌── counter (global counts, checkpointed) ◄── every node
 actors ×N ──┤ env → policy (CPU) → n-step adder ──► replay (Reverb table)

@@ -188,6 +188,39 @@ def test_help_lists_every_config_field(capsys):
     assert f'--{path}=' in out, path
 
 
+def test_show_config_prints_the_named_config_with_overrides(capsys,
+                                                           tmp_path):
+  rc = cli.main(['train', '--config', 'configs/mpo.py:cartpole',
+                 '--runs_root', str(tmp_path), '--show_config',
+                 '--mpo.duals.num_steps=3'])
+  out = capsys.readouterr().out
+  assert rc == cli.EXIT_OK
+  cfg = config_lib.apply_overrides(
+      named.cartpole(), {'runs_root': str(tmp_path),
+                         'mpo.duals.num_steps': '3'})
+  assert out.rstrip() == config_lib.describe(cfg)
+  # The named config's own values, not TrainConfig's defaults.
+  assert named.cartpole().mpo.estep_states != (
+      config_lib.TrainConfig().mpo.estep_states)
+  assert f'--mpo.estep_states={named.cartpole().mpo.estep_states}' in out
+  assert '--mpo.duals.num_steps=3' in out
+  assert os.listdir(tmp_path) == []  # nothing started or written
+
+
+def test_show_config_of_a_run_shows_its_config_and_refuses_bad_overrides(
+    capsys, tmp_path):
+  rd = _fake_run(tmp_path)
+  before = open(rd.config).read()
+  rc = cli.main(['train', '--resume', rd.root, '--show_config',
+                 '--env_step_budget=12345'])
+  assert rc == cli.EXIT_OK
+  assert '--env_step_budget=12345' in capsys.readouterr().out
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
+                  '--seed=3')
+  assert rc == cli.EXIT_BAD_INPUT and "'seed'" in err, err
+  assert open(rd.config).read() == before
+
+
 @pytest.mark.parametrize('override, field', [
     ('--env=walker:walk', 'env'),
     ('--seed=3', 'seed'),
