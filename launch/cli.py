@@ -290,11 +290,20 @@ def record_config_history(rd, cfg, resume: bool) -> int:
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
                config_lib.check_resume_overrides(old, cfg).items()}
   path = os.path.join(rd.root, 'config_history.jsonl')
-  segment = 1
+  lines, torn = 0, False
   if os.path.isfile(path):
-    with open(path) as f:
-      segment += sum(1 for line in f if line.strip())
+    with open(path, 'rb') as f:
+      data = f.read()
+    lines = sum(1 for line in data.splitlines() if line.strip())
+    torn = bool(data) and not data.endswith(b'\n')
+  # Never a number an earlier launch used: its node logs, crash reports and
+  # discarded rows live under segment-<k> folders a reuse would overwrite.
+  # A line cut short (disk full, power cut) would otherwise swallow the
+  # following ones and stop the count.
+  segment = 1 + max(lines, rd.highest_segment())
   with open(path, 'a') as f:
+    if torn:
+      f.write('\n')
     f.write(json.dumps({'time': time.time(), 'resume': resume,
                         'segment': segment, 'changed': changed,
                         'code': code_version()},
@@ -465,10 +474,29 @@ def _older_checkpoint_hint(rd, latest: str, template) -> str:
           'logs roll back to it)')
 
 
+def _left_by_a_run(rd) -> Optional[str]:
+  """What a run left in `rd` that a fresh launch would write over, named,
+  or None. Not only config.json: a new counter would restart at 0 over
+  counter.json, new rows go under the old header, and the new low-step
+  checkpoints be the ones pruned."""
+  from agents.common import checkpointing
+  if os.path.exists(rd.config):
+    return 'config.json'
+  if os.path.exists(rd.counter):
+    return 'counter.json'
+  found = checkpointing.list_checkpoints(rd.learner_checkpoints)
+  if found:
+    return os.path.relpath(found[-1], rd.root)
+  logs = sorted(os.listdir(rd.logs)) if os.path.isdir(rd.logs) else []
+  csvs = [n for n in logs if n.endswith('.csv')]
+  return os.path.join('logs', csvs[0]) if csvs else None
+
+
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   """Loads what --resume will load, so a bad file fails before launch."""
   from agents.common import checkpointing
   from agents.common import counting
+  from agents.common import resume as resume_lib
   from agents.common.rundir import RunDir
   if program is None:
     from launch import mpo as program
@@ -486,6 +514,10 @@ def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   try:
     counting.Counter(rd.counter, restore=True)
   except counting.CounterStateError as e:
+    raise UsageError(f'--resume {run_dir}: {e}') from e
+  try:
+    resume_lib.check_logs(rd)  # reconcile reads them after writing begins
+  except resume_lib.LogFileError as e:
     raise UsageError(f'--resume {run_dir}: {e}') from e
   return latest
 
@@ -555,9 +587,14 @@ def train(args, extra, command: str = 'train') -> int:
   from agents.common.rundir import Lock, RunDir
   from agents.common.files import write_json_atomic
   rd = RunDir(run_dir)
-  if not resume and os.path.exists(rd.config):
+  left = None if resume else _left_by_a_run(rd)
+  if left == 'config.json':
     raise UsageError(f'run directory {run_dir} already holds a run; continue '
                      f'it with --resume {run_dir}, or pick another --name')
+  if left:
+    raise UsageError(f'run directory {run_dir} holds what a run left ({left}) '
+                     'but no config.json, so it cannot be resumed; pick '
+                     'another --name, or move that out of the directory')
   if cfg.replay_checkpoints and any(c in run_dir for c in '*?['):
     # Reverb finds (and prunes) its checkpoints by globbing <dir>/*, so such
     # a path matches nothing: a table saved under /tmp/g[2]/replay came
@@ -593,7 +630,6 @@ def train(args, extra, command: str = 'train') -> int:
   demos_json = os.path.join(rd.root, 'demos.json')
   if demos_record is not None and not os.path.exists(demos_json):
     write_json_atomic(demos_json, demos_record)
-  write_json_atomic(rd.config, config_lib.to_dict(cfg))
   # The previous launch's crash reports stay, under errors/segment-<k>/.
   rd.archive_errors(segment - 1)
   if os.path.isdir(rd.stopped):  # the previous launch's stop markers
@@ -613,6 +649,9 @@ def train(args, extra, command: str = 'train') -> int:
       print(f'replay buffer: restored from {latest_replay}' if latest_replay
             else 'replay buffer: no complete checkpoint in '
             'checkpoints/replay/; starting from an empty buffer')
+  # Last: the next --resume compares its overrides with this file, so it
+  # must not hold new replay settings unless the old buffer was moved aside.
+  write_json_atomic(rd.config, config_lib.to_dict(cfg))
   if removed:
     print(f'removed {len(removed)} unfinished temporary file(s) a killed '
           f'program left: {removed}')

@@ -18,6 +18,7 @@ count an `acme.EnvironmentLoop` that runs a Tandem actor.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -31,6 +32,12 @@ COUNT_KEYS = ('env_steps', 'episodes', 'learner_steps', 'discriminator_steps',
 
 class CounterStateError(ValueError):
   """The counter file is missing, unreadable, or not a Tandem counter."""
+
+
+def is_count(v) -> bool:
+  """A non-negative whole number JSON can hold exactly (bool is not one)."""
+  return (isinstance(v, (int, float)) and not isinstance(v, bool) and
+          math.isfinite(v) and 0 <= v < 2**53 and float(v).is_integer())
 
 
 class Counter:
@@ -54,11 +61,28 @@ class Counter:
     try:
       with open(path) as f:
         state = json.load(f)
-      counts = {k: int(v) for k, v in state['counts'].items()}
-      self._elapsed_before = float(state['elapsed_s'])
+      raw, elapsed = state['counts'], state['elapsed_s']
       extra = dict(state.get('extra', {}))
+      counts = {k: int(v) for k, v in raw.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
       raise CounterStateError(f'counter state {path}: unreadable ({e})') from e
+    # Wrong values would be carried on: a NaN elapsed_s into every later
+    # rate, a negative or fractional count into budgets and schedules.
+    for k, v in raw.items():
+      if k not in COUNT_KEYS:
+        raise CounterStateError(
+            f'counter state {path}: unknown count {k!r}; counts are '
+            f'{list(COUNT_KEYS)}')
+      if not is_count(v):
+        raise CounterStateError(
+            f'counter state {path}: counts.{k} is {v!r}; expected a '
+            'non-negative whole number')
+    if (isinstance(elapsed, bool) or not isinstance(elapsed, (int, float))
+        or not math.isfinite(elapsed) or elapsed < 0):
+      raise CounterStateError(
+          f'counter state {path}: elapsed_s is {elapsed!r}; expected a '
+          'finite number of seconds >= 0')
+    self._elapsed_before = float(elapsed)
     self._counts.update(counts)
     self._extra = extra
 

@@ -28,6 +28,7 @@ hard kill they may show the discarded stretch twice.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -45,6 +46,39 @@ AXIS = {'learner.csv': 'learner_steps',
         'discriminator.csv': 'discriminator_steps'}
 # Counts that record events rather than progress: never rolled back.
 KEPT_FROM_COUNTER = ('env_faults',)
+
+
+class LogFileError(ValueError):
+  """A CSV log under logs/ that cannot be read as one."""
+
+
+def read_log(path: str) -> tuple[Optional[list], list]:
+  """(header, rows) of CSV log `path`, leaving out a last line without a
+  line end (a torn write: `logs.set_aside_torn_line` moves it). Raises
+  LogFileError naming the file for bytes no Logger writes (not UTF-8, NUL:
+  the zero-filled tail a power cut can leave) or a malformed CSV."""
+  with open(path, 'rb') as f:
+    data = f.read()
+  data = data[:data.rfind(b'\n') + 1]
+  try:
+    text = data.decode('utf-8')
+    if '\0' in text:
+      raise ValueError('it holds NUL bytes')
+    rows = list(csv.reader(io.StringIO(text, newline='')))
+  except (UnicodeDecodeError, csv.Error, ValueError) as e:
+    raise LogFileError(
+        f'log {path}: not a readable CSV log ({e}); move it out of '
+        f'{os.path.dirname(path)} to resume (the run then starts that log '
+        'afresh)') from e
+  return (rows[0] if rows else None), rows[1:]
+
+
+def check_logs(rd: RunDir) -> None:
+  """Reads every logs/*.csv as `reconcile` will, so that an unreadable one
+  is refused before a resume writes anything."""
+  for name in sorted(os.listdir(rd.logs)) if os.path.isdir(rd.logs) else []:
+    if name.endswith('.csv'):
+      read_log(os.path.join(rd.logs, name))
 
 
 def discarded_dir(rd: RunDir, segment: int) -> str:
@@ -88,7 +122,7 @@ def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
   for k, v in counts.items():
     number = (isinstance(v, (int, float)) and not isinstance(v, bool) and
               math.isfinite(v) and 0 <= v < 2**53)
-    ok = number and (k == 'elapsed_s' or float(v).is_integer())
+    ok = counting.is_count(v) or (k == 'elapsed_s' and number)
     if not ok:
       raise bad(f'hold {k}={v!r}')
   return counts
@@ -117,7 +151,10 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
   moved = new != {k: int(before.get(k, 0)) for k in counting.COUNT_KEYS}
   if moved:
     os.makedirs(dest, exist_ok=True)
-    shutil.copy2(rd.counter, os.path.join(dest, 'counter.json'))
+    kept = os.path.join(dest, 'counter.json')
+    shutil.copy2(rd.counter, kept)
+    with open(kept, 'rb') as f:  # on disk before the original is replaced
+      os.fsync(f.fileno())
   if moved or elapsed > float(state['elapsed_s']):
     state['counts'] = new
     state['elapsed_s'] = elapsed
@@ -142,10 +179,7 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
-  with open(path, newline='') as f:
-    reader = csv.reader(f)
-    header = next(reader, None)
-    rows = list(reader)
+  header, rows = read_log(path)
   if header is None or axis not in header:
     return 0
   col = header.index(axis)
@@ -166,6 +200,10 @@ def _cut(path: str, axis: str, limit: int, dest: str) -> int:
     if fresh:
       w.writerow(header)
     w.writerows(gone)
+    # On disk before the replace below drops them from `path`: a power cut
+    # must not leave the rows in neither place.
+    f.flush()
+    os.fsync(f.fileno())
   tmp = os.path.join(os.path.dirname(path),
                      f'.tmp-{os.path.basename(path)}.{os.getpid()}')
   with open(tmp, 'w', newline='') as f:

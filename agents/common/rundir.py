@@ -76,6 +76,26 @@ class RunDir:
     """nodes/segment-<k>/: the node logs of the k-th launch of this run."""
     return os.path.join(self.nodes, f'segment-{segment}')
 
+  def highest_segment(self) -> int:
+    """The largest k of any per-launch folder an earlier launch left
+    (nodes/segment-<k>, errors/segment-<k>, logs/discarded/segment-<k>,
+    checkpoints/replay-dropped-segment-<k>); 0 if none."""
+    found = 0
+    places = ((self.nodes, 'segment-'), (self.errors, 'segment-'),
+              (os.path.join(self.logs, 'discarded'), 'segment-'),
+              (os.path.dirname(self.replay_checkpoints),
+               'replay-dropped-segment-'))
+    for parent, prefix in places:
+      try:
+        names = os.listdir(parent)
+      except OSError:
+        continue
+      for name in names:
+        k = name[len(prefix):]
+        if name.startswith(prefix) and k.isdigit():
+          found = max(found, int(k))
+    return found
+
   def archive_errors(self, segment: int) -> None:
     """Moves the crash reports at the top of errors/ and the environment
     fault reports of errors/env_faults/ (a previous launch's) into

@@ -50,7 +50,17 @@ def test_unknown_count_and_bad_files_are_rejected(tmp_path):
 @pytest.mark.parametrize('text', [
     '[1, 2]', '{"counts": [1], "elapsed_s": 0}',
     '{"counts": {"env_steps": "many"}, "elapsed_s": 0}',
-    '{"counts": {}, "elapsed_s": 0, "extra": 3}'])
+    '{"counts": {}, "elapsed_s": 0, "extra": 3}',
+    # Readable, but values a resume would carry into every rate and budget.
+    '{"counts": {"env_steps": -500}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": true}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": 12.9}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": 1e300}, "elapsed_s": 0}',
+    '{"counts": {"bogus": 3}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": 3}, "elapsed_s": NaN}',
+    '{"counts": {"env_steps": 3}, "elapsed_s": Infinity}',
+    '{"counts": {"env_steps": 3}, "elapsed_s": -1.0}',
+    '{"counts": {"env_steps": 3}, "elapsed_s": "12"}'])
 def test_counter_files_of_the_wrong_shape_are_rejected_by_name(tmp_path,
                                                                text):
   # Valid JSON of the wrong shape, not only broken JSON, is refused as a

@@ -109,6 +109,63 @@ def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
   assert (open(rd.counter).read(), open(rd.config).read()) == before
 
 
+@pytest.mark.parametrize('damage', [
+    b'1,2\x00\x00\x003\n4,5\n',  # the zero-filled stretch of a power cut
+    b'1,\xff\xfe\n',               # bytes no Logger writes
+])
+def test_resume_with_an_unreadable_log_names_it_before_writing(
+    capsys, tmp_path, monkeypatch, damage):
+  from launch import mpo as program
+  rd = _fake_run(tmp_path)
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, program.learner_template(named.tiny()),
+      metadata={'counts': {'env_steps': 10}})
+  os.makedirs(rd.logs, exist_ok=True)
+  log = os.path.join(rd.logs, 'evaluator.csv')
+  with open(log, 'wb') as f:
+    f.write(b'env_steps,x\n' + damage)
+
+  def launched(*_):
+    raise AssertionError('the program was launched')
+  monkeypatch.setattr(cli, 'record_config_history', launched)
+  before = [open(p, 'rb').read() for p in (rd.config, rd.counter, log)]
+  rc, err = _main(capsys, 'train', '--resume', rd.root,
+                  '--env_step_budget=9000')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert log in err and 'move it out of' in err, err
+  assert [open(p, 'rb').read() for p in (rd.config, rd.counter, log)] == (
+      before)
+
+
+def test_a_torn_last_log_line_is_not_an_unreadable_log(tmp_path):
+  from agents.common import resume
+  path = tmp_path / 'actor.csv'
+  path.write_bytes(b'env_steps,x\n1,2\n3,\xe2\x82')  # cut mid-character
+  assert resume.read_log(str(path)) == (['env_steps', 'x'], [['1', '2']])
+
+
+@pytest.mark.parametrize('left, named_as', [
+    ('counter.json', 'counter.json'),
+    ('checkpoints/learner/ckpt-000000000010.npz',
+     'checkpoints/learner/ckpt-000000000010.npz'),
+    ('logs/learner.csv', 'logs/learner.csv'),
+])
+def test_a_fresh_launch_refuses_a_directory_a_run_left_without_config(
+    capsys, tmp_path, left, named_as):
+  # A new counter would restart at 0 over counter.json, new rows go under
+  # the old header, and new low-step checkpoints be the ones pruned.
+  root = tmp_path / 'tiny'
+  path = root / left
+  os.makedirs(path.parent, exist_ok=True)
+  path.write_bytes(b'left by a run')
+  rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                  '--runs_root', str(tmp_path))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert named_as in err and 'no config.json' in err, err
+  assert path.read_bytes() == b'left by a run'
+  assert not (root / 'config_history.jsonl').exists()
+
+
 def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
   # The hint train() prints after a failed launch; end to end (a real
   # damaged replay checkpoint) in tests/integration/test_local_mp.py (slow).
@@ -254,6 +311,36 @@ def test_config_history_records_what_a_resume_changed(tmp_path):
   assert lines[1]['changed'] == {
       'env_step_budget': {'from': 3000, 'to': 9000},
       'num_actors': {'from': 1, 'to': 3}}
+
+
+def test_segment_numbers_are_never_reused_after_a_torn_history_line(
+    tmp_path):
+  # A launch's node logs, crash reports and discarded rows live under
+  # segment-<k> folders; a reused k would overwrite the earlier launch's.
+  cfg = named.tiny()
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  assert cli.record_config_history(rd, cfg, resume=False) == 1
+  path = os.path.join(rd.root, 'config_history.jsonl')
+  with open(path, 'a') as f:
+    f.write('{"time": 17')  # a write cut short: no line end
+  assert cli.record_config_history(rd, cfg, resume=True) == 3
+  assert cli.record_config_history(rd, cfg, resume=True) == 4
+  lines = open(path).read().splitlines()
+  assert lines[1] == '{"time": 17'
+  assert [json.loads(l)['segment'] for l in lines[2:]] == [3, 4]
+
+
+def test_segment_numbers_stay_above_every_segment_folder_on_disk(tmp_path):
+  cfg = named.tiny()
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  assert cli.record_config_history(rd, cfg, resume=False) == 1
+  os.makedirs(os.path.join(rd.errors, 'segment-6'))
+  assert cli.record_config_history(rd, cfg, resume=True) == 7
+  os.makedirs(rd.replay_checkpoints + '-dropped-segment-9')
+  assert cli.record_config_history(rd, cfg, resume=True) == 10
+  os.makedirs(os.path.join(rd.logs, 'discarded', 'segment-12'))
+  os.makedirs(rd.segment_nodes(11))
+  assert cli.record_config_history(rd, cfg, resume=True) == 13
 
 
 def test_config_history_records_the_code_commit(tmp_path):
