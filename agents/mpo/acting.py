@@ -147,6 +147,9 @@ class EnvGroup:
     self._timesteps = [self._first(i) for i in range(len(self._envs))]
     self._returns = [0.0] * len(self._envs)
     self._lengths = [0] * len(self._envs)
+    # Env steps the last `step` completed: a faulted one made no transition
+    # and counts toward no budget, rate or refresh period.
+    self.completed = 0
 
   def __len__(self) -> int:
     return len(self._envs)
@@ -172,6 +175,7 @@ class EnvGroup:
     actions = self._actor.select_action(
         np.stack([ts.observation for ts in self._timesteps]))
     timesteps = [env.step(a) for env, a in zip(self._envs, actions)]
+    self.completed = sum(t is not None for t in timesteps)
     ended = []
     for i, (action, timestep) in enumerate(zip(actions, timesteps)):
       if timestep is None:
@@ -186,7 +190,7 @@ class EnvGroup:
         self._returns[i], self._lengths[i] = 0.0, 0
         timesteps[i] = self._first(i)
     self._timesteps = timesteps
-    self._actor.update(steps=len(self._envs))
+    self._actor.update(steps=self.completed)
     return ended
 
 
@@ -249,8 +253,8 @@ class ActorNode:
     counts = call(self._counter, 'get_counts')
     while counts['env_steps'] < tc.env_step_budget and not stop_requested():
       ended = group.step()
-      unsynced += len(group)
-      total += len(group)
+      unsynced += group.completed
+      total += group.completed
       if crash_after and total >= crash_after:
         raise InjectedCrash(f'actor_{self._id}: injected crash after '
                             f'{total} env steps (fault_injection_actor_'

@@ -59,6 +59,9 @@ class _RecordingAdder:
     self.calls.append(('add', float(timestep.observation[0]),
                        bool(timestep.last())))
 
+  def reset(self):
+    self.calls.append(('reset',))
+
 
 def test_episodes_end_and_restart_per_environment():
   actor = _ConstantActor(0.5)
@@ -77,6 +80,34 @@ def test_episodes_end_and_restart_per_environment():
   # and each restart's first observation after an episode ended.
   np.testing.assert_array_equal(actor.batches[2][:, 0], [0, 2])
   np.testing.assert_array_equal(actor.batches[3][:, 0], [1, 0])
+
+
+class _FaultsOnStep(_Episodic):
+  """As RebuildingEnv after a fault it survived: `step` returns None."""
+
+  def __init__(self, length, fail_at):
+    super().__init__(length)
+    self._calls, self._fail_at = 0, fail_at
+
+  def step(self, action):
+    self._calls += 1
+    return None if self._calls == self._fail_at else super().step(action)
+
+
+def test_a_faulted_env_step_is_not_counted_as_one():
+  actor = _ConstantActor(0.0)
+  adders = [_RecordingAdder(), _RecordingAdder()]
+  group = acting.EnvGroup([_Episodic(5), _FaultsOnStep(5, fail_at=2)],
+                          actor, adders)
+  completed = []
+  for _ in range(3):
+    group.step()
+    completed.append(group.completed)
+  assert completed == [2, 1, 2]
+  assert actor.steps == 5  # the refresh period counts real steps only
+  # The faulted episode was dropped and a new one begun.
+  assert [c[0] for c in adders[1].calls] == ['first', 'add', 'reset',
+                                             'first', 'add']
 
 
 def test_works_without_adders():
