@@ -254,7 +254,23 @@ def _demos_record(path: str, demos) -> dict:
       digest.update(block)
   return {'path': os.path.abspath(path), 'sha256': digest.hexdigest(),
           'transitions': int(demos.num_transitions),
-          'episodes': int(demos.num_episodes)}
+          'episodes': int(demos.num_episodes),
+          'terminal_transitions': int((demos.discount == 0).sum())}
+
+
+def terminal_note(record: dict, cfg) -> Optional[str]:
+  """A warning when the expert's episodes terminate: without DAC's
+  absorbing states the learned reward's sign biases episode length."""
+  n = record.get('terminal_transitions', 0)
+  if not n:
+    return None
+  return (f'note: {n} of the demonstrations\' {record["episodes"]} episodes '
+          'end in a terminal state (discount 0). Tandem does not implement '
+          "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): a "
+          f'reward of fixed sign (ail.reward={cfg.ail.reward}) biases how '
+          'long episodes last: positive pays the generator to survive, '
+          'negative to end them early. Compare agent_terminal_fraction with '
+          'expert_terminal_fraction in logs/discriminator.csv.')
 
 
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -584,6 +600,9 @@ def train(args, extra, command: str = 'train') -> int:
   demos_record = None
   if isinstance(cfg, config_lib.AILTrainConfig):
     demos_record = check_demonstrations(cfg, run_dir if resume else None)
+    note = terminal_note(demos_record, cfg)
+    if note:
+      print(note)
   from agents.common.rundir import Lock, RunDir
   from agents.common.files import write_json_atomic
   rd = RunDir(run_dir)

@@ -225,6 +225,12 @@ def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
                                  jax.lax.stop_gradient(lp_agent),
                                  mpo_cfg.discount)
   metrics['learner_steps'] = state.generator.steps
+  # DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2) are not
+  # implemented: where episodes terminate, a fixed-sign reward biases their
+  # length. These show whether the generator ends episodes (discount 0)
+  # more or less often than the expert.
+  metrics['agent_terminal_fraction'] = jnp.mean(agent.discount == 0)
+  metrics['expert_terminal_fraction'] = jnp.mean(expert.discount == 0)
   return state._replace(discriminator=d_state), metrics
 
 

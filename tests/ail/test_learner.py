@@ -375,3 +375,24 @@ def test_behaviour_cloning_pulls_the_mean_towards_expert_actions():
   # Only the BC draw spends the expert key here.
   assert not np.array_equal(s_on.key, s_off.key)
   np.testing.assert_array_equal(s_off.key, state.key)
+
+
+def test_discriminator_rows_show_how_often_each_side_terminates():
+  # No absorbing states (DAC): these fractions are how a user sees the
+  # survival bias a fixed-sign reward brings to a terminating task.
+  mpo, ail = _mpo(), _ail(gradient_penalty=0.0)
+  rng = np.random.default_rng(3)
+  windows = jax.tree_util.tree_map(lambda x: x[0], _windows(rng, 1, 8))
+  expert = _expert(rng)._replace(
+      discount=jnp.asarray(np.arange(64) % 4 != 0, jnp.float32))
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  _, metrics = learner.discriminator_step(mpo, ail, state, windows, expert)
+  first = np.asarray(windows.discounts)[:, 0]
+  assert 0 < (first == 0).sum() < 8  # both kinds in the agent batch
+  assert float(metrics['agent_terminal_fraction']) == pytest.approx(
+      np.mean(first == 0))
+  _, k_expert = jax.random.split(state.key)
+  idx = jax.random.randint(k_expert, (ail.batch_size,), 0, 64)
+  want = np.mean(np.asarray(idx) % 4 == 0)
+  assert 0 < want < 1
+  assert float(metrics['expert_terminal_fraction']) == pytest.approx(want)

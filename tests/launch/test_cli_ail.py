@@ -216,3 +216,21 @@ def test_resume_hints_name_the_adversarial_command():
   assert cli._command(mpo_configs.tiny()) == 'train'  # pylint: disable=protected-access
   assert cli._resume_command(ail_configs.tiny(), 'runs/x') == (  # pylint: disable=protected-access
       'tandem train-ail --resume runs/x')
+
+
+def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
+    tmp_path, demos):
+  cfg = config_lib.apply_overrides(
+      cli.load_named_config('configs/ail.py:tiny'), {'demos': demos})
+  record = cli.check_demonstrations(cfg)
+  assert record['terminal_transitions'] == 0  # cartpole never terminates
+  assert cli.terminal_note(record, cfg) is None
+  discounts = np.load(demos)['discounts'].copy()
+  discounts[-1] = 0.0  # the episode ends in a terminal state
+  ended = _rewrite(demos, tmp_path / 'ended.npz', discounts=discounts)
+  cfg = config_lib.apply_overrides(cfg, {'demos': ended})
+  record = cli.check_demonstrations(cfg)
+  assert record['terminal_transitions'] == 1
+  note = cli.terminal_note(record, cfg)
+  assert 'absorbing' in note and cfg.ail.reward in note, note
+  assert 'agent_terminal_fraction' in note
