@@ -264,13 +264,17 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
   n = record.get('terminal_transitions', 0)
   if not n:
     return None
+  bias = {'neg_log_one_minus_d': 'is positive, so it pays the generator to '
+          'survive', 'log_d': 'is negative, so it pays the generator to end '
+          'episodes early'}.get(cfg.ail.reward, 'has no fixed sign, but the '
+                                'zero value after a terminal step still '
+                                'biases how long episodes last')
   return (f'note: {n} of the demonstrations\' {record["episodes"]} episodes '
           'end in a terminal state (discount 0). Tandem does not implement '
-          "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): a "
-          f'reward of fixed sign (ail.reward={cfg.ail.reward}) biases how '
-          'long episodes last: positive pays the generator to survive, '
-          'negative to end them early. Compare agent_terminal_fraction with '
-          'expert_terminal_fraction in logs/discriminator.csv.')
+          "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): the "
+          f'reward (ail.reward={cfg.ail.reward}) {bias}. Compare '
+          'agent_terminal_fraction with expert_terminal_fraction in '
+          'logs/discriminator.csv.')
 
 
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -63,12 +63,12 @@ class Counter:
         state = json.load(f)
       raw, elapsed = state['counts'], state['elapsed_s']
       extra = dict(state.get('extra', {}))
-      counts = {k: int(v) for k, v in raw.items()}
+      items = list(raw.items())
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
       raise CounterStateError(f'counter state {path}: unreadable ({e})') from e
     # Wrong values would be carried on: a NaN elapsed_s into every later
     # rate, a negative or fractional count into budgets and schedules.
-    for k, v in raw.items():
+    for k, v in items:
       if k not in COUNT_KEYS:
         raise CounterStateError(
             f'counter state {path}: unknown count {k!r}; counts are '
@@ -83,7 +83,7 @@ class Counter:
           f'counter state {path}: elapsed_s is {elapsed!r}; expected a '
           'finite number of seconds >= 0')
     self._elapsed_before = float(elapsed)
-    self._counts.update(counts)
+    self._counts.update({k: int(v) for k, v in items})
     self._extra = extra
 
   def increment(self, **deltas: int) -> dict:

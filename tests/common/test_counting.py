@@ -56,6 +56,8 @@ def test_unknown_count_and_bad_files_are_rejected(tmp_path):
     '{"counts": {"env_steps": true}, "elapsed_s": 0}',
     '{"counts": {"env_steps": 12.9}, "elapsed_s": 0}',
     '{"counts": {"env_steps": 1e300}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": Infinity}, "elapsed_s": 0}',
+    '{"counts": {"env_steps": NaN}, "elapsed_s": 0}',
     '{"counts": {"bogus": 3}, "elapsed_s": 0}',
     '{"counts": {"env_steps": 3}, "elapsed_s": NaN}',
     '{"counts": {"env_steps": 3}, "elapsed_s": Infinity}',

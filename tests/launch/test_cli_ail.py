@@ -234,3 +234,9 @@ def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
   note = cli.terminal_note(record, cfg)
   assert 'absorbing' in note and cfg.ail.reward in note, note
   assert 'agent_terminal_fraction' in note
+  assert {cfg.ail.kind, cfg.ail.reward} == {'gail', 'neg_log_one_minus_d'}
+  assert 'positive' in note and 'survive' in note
+  for reward, says in [('log_d', 'end episodes early'),
+                       ('logit', 'no fixed sign')]:
+    other = config_lib.apply_overrides(cfg, {'ail.reward': reward})
+    assert says in cli.terminal_note(record, other)

@@ -145,6 +145,10 @@ def test_actor_survives_step_and_reset_faults_and_replay_never_crosses_one(
   counts = program.counter.get_counts()
   assert counts['env_steps'] >= tc.env_step_budget  # the loop finished
   assert counts['env_faults'] == 2
+  # Only steps that happened count: of every step call, the one that
+  # raised made no transition.
+  calls = sum(env.steps for env in program.factory.built)
+  assert counts['env_steps'] == calls - 1
   assert len(program.factory.built) == 4
   # Rebuilt environments draw fresh, reproducible seeds.
   path = (7, acting.ACTOR_ENVS, 0, 0)
