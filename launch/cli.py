@@ -440,6 +440,21 @@ def _reconcile(rd, checkpoint: str, segment: int) -> None:
           f'{sorted(done["torn_lines"])}')
 
 
+def empty_replay_note(cfg, rd) -> Optional[str]:
+  """A warning when a resume starts from an empty buffer with no more of
+  the budget left than replay_min_size: the learner would not step again."""
+  from agents.common import counting
+  env_steps = counting.Counter(rd.counter, restore=True).get_counts()[
+      'env_steps']
+  left = cfg.env_step_budget - env_steps
+  if not 0 < left <= cfg.replay_min_size:
+    return None
+  return (f'note: replay starts empty and {left} env steps of the budget are '
+          f'left, not more than replay_min_size={cfg.replay_min_size}: the '
+          'learner will take no step before the final evaluation; raise '
+          '--env_step_budget to train on')
+
+
 def _archive_final(rd, segment: int) -> Optional[str]:
   """Moves a previous launch's final.json (a run resumed past its budget)
   beside that launch's node logs, nodes/segment-<k-1>/final.json, so the
@@ -661,6 +676,7 @@ def train(args, extra, command: str = 'train') -> int:
   removed = rd.remove_stray_temporaries()
   if resume:
     _reconcile(rd, latest, segment)
+    refilled = True
     if getattr(args, 'drop_replay', False):
       dropped = _drop_replay(rd, segment)
       if dropped:
@@ -669,9 +685,13 @@ def train(args, extra, command: str = 'train') -> int:
     elif cfg.replay_checkpoints and _replay_checkpoint_exists(run_dir):
       from agents.common import replay_checkpoints
       latest_replay = replay_checkpoints.latest(rd.replay_checkpoints)
+      refilled = not latest_replay
       print(f'replay buffer: restored from {latest_replay}' if latest_replay
             else 'replay buffer: no complete checkpoint in '
             'checkpoints/replay/; starting from an empty buffer')
+    note = refilled and empty_replay_note(cfg, rd)
+    if note:
+      print(note)
   # Last: the next --resume compares its overrides with this file, so it
   # must not hold new replay settings unless the old buffer was moved aside.
   write_json_atomic(rd.config, config_lib.to_dict(cfg))

@@ -123,6 +123,12 @@ class TrainConfig:
     _check(self.replay_min_size >= self.mpo.batch_size, 'replay_min_size',
            f'a value >= mpo.batch_size={self.mpo.batch_size}',
            self.replay_min_size)
+    # Below it the learner never samples, and the run would end with an
+    # untrained policy's final evaluation and exit 0.
+    _check(self.env_step_budget > self.replay_min_size, 'env_step_budget',
+           f'a value > replay_min_size={self.replay_min_size} (the learner '
+           'samples only once replay holds that many transitions)',
+           self.env_step_budget)
     _check(_is_num(self.samples_per_insert) and self.samples_per_insert > 0,
            'samples_per_insert', 'a finite number > 0',
            self.samples_per_insert)

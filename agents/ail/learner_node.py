@@ -122,6 +122,8 @@ class AILLearnerNode(learner_node.LearnerNode):
       if windows is None:
         return None
       with self._lock:
+        if self._finished:
+          return None
         self._state, metrics = self._update_discriminator(
             self._state, windows, self._expert)
         self._publish()
@@ -135,6 +137,8 @@ class AILLearnerNode(learner_node.LearnerNode):
       if windows is None:
         return None
       with self._lock:
+        if self._finished:
+          return None
         self._state, metrics = self._update_generator(
             self._state, windows, self._expert)
         self._publish()

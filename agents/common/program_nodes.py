@@ -84,8 +84,10 @@ class StepsLimiter:
         return
       logging.info('limiter: budget of %d env steps reached', self._budget)
       try:
+        # The learner stops updating first, so what is evaluated is what
+        # the checkpoint holds.
+        checkpoint = call(self._learner, 'finish')
         final = call(self._evaluator, 'evaluate_now', self._episodes, 'final')
-        checkpoint = call(self._learner, 'save_checkpoint')
         call(self._counter, 'set_extra', finished=True)
         call(self._counter, 'save')
         counts = call(self._counter, 'get_counts')

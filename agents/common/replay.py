@@ -458,26 +458,44 @@ class BatchStream:
     try:
       import reverb
       address, rows, table = self._args
+      # Rows sampled but not yet delivered, kept across datasets: the rate
+      # limiter has counted them, so dropping them would lose that much of
+      # the learner's allowance (with inserts slower than the timeout and a
+      # large call, every sample).
+      carry: list = []
       while not self._closed.is_set():
-        # A rate-limiter timeout ends the dataset; make a new one and go on.
+        # A rate-limiter timeout ends the dataset (with a partial last
+        # batch); make a new one and go on.
         dataset = reverb.TrajectoryDataset.from_table_signature(
             server_address=address, table=table,
             max_in_flight_samples_per_worker=2 * rows,
             rate_limiter_timeout_ms=_POLL_MS)
-        dataset = dataset.batch(rows, drop_remainder=True)
+        dataset = dataset.batch(rows, drop_remainder=False)
         for sample in dataset.as_numpy_iterator():
-          batch = self._convert(sample.data[COLUMN])
-          while not self._closed.is_set():
-            try:
-              self._queue.put(batch, timeout=_POLL_MS / 1000)
-              break
-            except queue.Full:
-              pass
-          if self._closed.is_set():
+          data = sample.data[COLUMN]
+          if carry or len(data) < rows:
+            carry.append(data)
+            data = np.concatenate(carry)
+            if len(data) < rows:
+              carry = [data]
+              continue
+            carry = [data[rows:]] if len(data) > rows else []
+            data = data[:rows]
+          if not self._put(self._convert(data)):
             break
     except BaseException as e:  # surfaced to the learner by get()
       if not self._closed.is_set():
         self._error = e
+
+  def _put(self, batch) -> bool:
+    """Queues `batch`, waiting for room; False if closed meanwhile."""
+    while not self._closed.is_set():
+      try:
+        self._queue.put(batch, timeout=_POLL_MS / 1000)
+        return True
+      except queue.Full:
+        pass
+    return False
 
   def get(self, timeout: float):
     if self._error is not None:

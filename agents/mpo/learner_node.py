@@ -61,6 +61,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       logging.info('learner: restored %s (learner step %d)', latest,
                    self._checkpoint_step(state))
     self._state = state
+    # Set by `finish`: no update after it, so the final evaluation, the
+    # final checkpoint and final.json all describe one state.
+    self._finished = False
     self._restored = resume and latest is not None
     self._batches: Optional[replay.BatchStream] = None
     self._publish()
@@ -144,6 +147,16 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       self._state = jax.tree_util.tree_map(jax.numpy.asarray, state)
       self._publish()
 
+  def finish(self) -> str:
+    """Takes no more updates and saves a checkpoint; returns its path. The
+    limiter calls it at the budget before the final evaluation: the learner
+    would otherwise go on spending the rate limiter's remaining allowance
+    while the evaluator runs, and the parameters evaluated, checkpointed
+    and named in final.json would differ."""
+    with self._lock:
+      self._finished = True
+    return self.save_checkpoint()
+
   def get_steps(self) -> int:
     with self._lock:
       return self._checkpoint_step(self._state)
@@ -187,6 +200,8 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       return None
     k = self._cfg.sgd_steps_per_call
     with self._lock:
+      if self._finished:
+        return None
       self._state, metrics = self._update(self._state, batch)
       self._publish()
     metrics = jax.device_get(metrics)
@@ -246,6 +261,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         self._counts = call(self._counter, 'set_counts',
                             **self._own_counts(self._state))
       while not stop_requested():
+        if self._finished:  # the run is over: wait for the stop
+          stop_requested(1.0)
+          continue
         self.step(timeout=1.0)
         if time.monotonic() - last_ckpt > self._tc.checkpoint_period_s:
           self.save_checkpoint()

@@ -227,3 +227,49 @@ def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
                                     steps[t + m].observation)
       assert np.all(got.weights[row, m:] == 0)
       row += 1
+
+
+def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
+    monkeypatch):
+  # Inserts slower than the rate limiter's timeout end each dataset before a
+  # call's K·B rows are in. Reverb has counted the rows sampled so far
+  # against the learner's allowance: dropping them (a batch with
+  # drop_remainder) lost every sample here, and the learner never stepped.
+  import time
+  monkeypatch.setattr(replay, '_POLL_MS', 100)
+  layout = replay.TransitionLayout(2, 1)
+  server = reverb.Server([replay.make_table(
+      layout, max_size=1000, min_size=4, samples_per_insert=4.0,
+      error_buffer=8.0)])
+  client = reverb.Client(f'localhost:{server.port}')
+
+  def insert(n):
+    with client.trajectory_writer(1) as w:
+      for _ in range(n):
+        w.append({replay.COLUMN: np.zeros(layout.width, np.float32)})
+        w.create_item(replay.TABLE, 1.0,
+                      {replay.COLUMN: w.history[replay.COLUMN][-1]})
+      w.flush()
+  insert(4)
+  stream = replay.BatchStream(f'localhost:{server.port}', lambda rows: rows,
+                              rows_per_call=16)
+  delivered = []
+  try:
+    for _ in range(10):
+      time.sleep(0.3)  # three timeouts between inserts
+      insert(1)
+      batch = stream.get(timeout=0.01)
+      if batch is not None:
+        delivered.append(batch)
+    while (batch := stream.get(timeout=1.0)) is not None:
+      delivered.append(batch)
+    counted = client.server_info()[
+        replay.TABLE].rate_limiter_info.sample_stats.completed
+  finally:
+    stream.close()
+    server.stop()
+  assert all(b.shape == (16, layout.width) for b in delivered)
+  got = 16 * len(delivered)
+  assert counted >= 32, counted
+  # All but the rows of one unfinished call reached the learner.
+  assert counted - 16 < got <= counted, (got, counted)

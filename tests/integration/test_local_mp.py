@@ -25,7 +25,12 @@ def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
   final = json.load(open(os.path.join(run_dir, 'final.json')))
   assert final['counts']['env_steps'] >= 3000
   assert final['counts']['learner_steps'] > 0
-  assert checkpointing.latest(os.path.join(run_dir, 'checkpoints', 'learner'))
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints', 'learner'))
+  # What was evaluated is what final.json names and the stop path saved:
+  # the learner took no update after the budget's checkpoint.
+  assert final['learner_checkpoint'] == latest
+  assert latest == checkpointing.numbered_path(
+      os.path.dirname(latest), final['counts']['learner_steps'])
   # Every log row carries the global counts.
   for name in ('learner', 'evaluator', 'actor_0'):
     rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))

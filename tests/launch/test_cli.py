@@ -166,6 +166,17 @@ def test_a_fresh_launch_refuses_a_directory_a_run_left_without_config(
   assert not (root / 'config_history.jsonl').exists()
 
 
+def test_a_resume_with_too_little_budget_to_refill_replay_says_so(tmp_path):
+  rd = _fake_run(tmp_path)  # counter.json at 10 env steps
+  cfg = named.tiny()        # replay_min_size 64
+  near = config_lib.apply_overrides(cfg, {'env_step_budget': '70'})
+  note = cli.empty_replay_note(near, rd)
+  assert '60 env steps' in note and 'replay_min_size=64' in note, note
+  # 65 left: more than replay_min_size, so the learner will sample.
+  assert cli.empty_replay_note(
+      config_lib.apply_overrides(cfg, {'env_step_budget': '75'}), rd) is None
+
+
 def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
   # The hint train() prints after a failed launch; end to end (a real
   # damaged replay checkpoint) in tests/integration/test_local_mp.py (slow).

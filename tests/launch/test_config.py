@@ -49,12 +49,20 @@ def test_overrides_parse_types():
     ('name', '../escape'), ('env', 'cartpole'), ('seed', -1),
     ('replay_min_size', 10**9), ('replay_min_size', 8),
     ('env_step_budget', 0), ('checkpoint_period_s', 0.0),
+    # Not above replay_min_size (1000): the learner would never sample.
+    ('env_step_budget', 1000), ('env_step_budget', 999),
     ('envs_per_actor', 0), ('envs_per_actor', 65),
     ('fault_injection_actor_crash_after', -1),
     ('max_consecutive_env_faults', -1), ('max_consecutive_env_faults', 1.5)])
 def test_train_config_rejects(field, value):
   with pytest.raises(ConfigError, match=f'TrainConfig.{field}'):
     config_lib.apply_overrides(config_lib.TrainConfig(), {field: value})
+
+
+def test_a_budget_just_above_replay_min_size_is_accepted():
+  cfg = config_lib.apply_overrides(config_lib.TrainConfig(),
+                                   {'env_step_budget': '1001'})
+  assert cfg.env_step_budget == cfg.replay_min_size + 1
 
 
 def test_max_consecutive_env_faults_defaults_to_5_and_may_change_on_resume():

@@ -23,6 +23,7 @@ from agents.common import replay
 from agents.common.rundir import ENV_FAULTS, RunDir, read_errors
 from agents.mpo import acting
 from agents.mpo import networks
+from agents.mpo.config import MPOConfig
 from launch.config import TrainConfig
 from tests.common.test_env_faults import ScriptedFactory
 
@@ -112,9 +113,12 @@ def program(tmp_path, monkeypatch):
 
 
 def _config(**kwargs):
+  # A budget above replay_min_size, as TrainConfig requires (no learner
+  # runs here).
   defaults = dict(env=ENV, seed=7, num_actors=1, envs_per_actor=2,
                   env_step_budget=80, counter_sync_period=4,
-                  tensorboard=False)
+                  tensorboard=False, replay_min_size=16,
+                  mpo=MPOConfig(batch_size=16))
   return TrainConfig(**{**defaults, **kwargs})
 
 

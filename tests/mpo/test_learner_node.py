@@ -69,3 +69,69 @@ def test_a_checkpoint_between_an_update_and_its_counts_holds_the_states_steps(
   node._counts = {'env_steps': 500, 'learner_steps': 0, 'episodes': 1}
   counts = checkpointing.read_metadata(node.save_checkpoint())['counts']
   assert counts == {'env_steps': 500, 'learner_steps': 8, 'episodes': 1}
+
+
+class _Futures:
+  def __init__(self, target):
+    self._target = target
+
+  def __getattr__(self, method):
+    import concurrent.futures
+
+    def submit(*args, **kwargs):
+      future = concurrent.futures.Future()
+      future.set_result(getattr(self._target, method)(*args, **kwargs))
+      return future
+    return submit
+
+
+class _Client:
+  """What lifecycle.call needs of a Courier client."""
+
+  def __init__(self, target):
+    self.futures = _Futures(target)
+
+
+class _Stream:
+  """Stands in for replay.BatchStream: a batch whenever asked."""
+
+  def __init__(self, tc, dims):
+    from agents.common import replay
+    self._layout = replay.TransitionLayout(dims.observation, dims.action)
+    self._tc, self.taken = tc, 0
+
+  def get(self, timeout):
+    from agents.common import replay
+    del timeout
+    self.taken += 1
+    k, b = self._tc.mpo.sgd_steps_per_call, self._tc.mpo.batch_size
+    rows = np.random.default_rng(self.taken).normal(
+        size=(k * b, self._layout.width)).astype(np.float32)
+    rows[:, -1] = 1.0  # the discount column: a mid-episode step
+    return replay.to_batch(rows, self._layout, 0.99, k, b)
+
+  def close(self):
+    pass
+
+
+def test_after_finish_the_learner_takes_no_update(tmp_path):
+  # The limiter calls finish() before the final evaluation: what is
+  # evaluated, the checkpoint final.json names and the stop path's
+  # checkpoint are then one state.
+  from agents.common import counting
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(), _Client(
+      counting.Counter()), str(tmp_path))
+  node._batches = _Stream(tc, dims)
+  assert node.step() is not None  # an update happens before finish
+  k = tc.mpo.sgd_steps_per_call
+  assert node.get_steps() == k
+  path = node.finish()
+  served = node.get_variables()
+  assert node.step() is None and node.get_steps() == k
+  for a, b in zip(jax.tree_util.tree_leaves(served),
+                  jax.tree_util.tree_leaves(node.get_variables())):
+    np.testing.assert_array_equal(a, b)
+  assert path == checkpointing.numbered_path(
+      RunDir(str(tmp_path)).learner_checkpoints, k)
+  assert node.save_checkpoint() == path  # the stop path's: the same step
