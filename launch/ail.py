@@ -10,7 +10,7 @@ evaluator ─ mean action: true return and learned reward  │
 learner ─ rounds: D discriminator steps (agent windows vs demonstrations
           held on the learner), then G MPO steps on rewards the current
           discriminator computes for every step of each window
-limiter ─ at the env-step budget: final eval, checkpoints, stop
+limiter ─ at the env-step budget: learner finish + checkpoint, final eval, stop
 """
 
 from __future__ import annotations

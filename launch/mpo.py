@@ -5,7 +5,7 @@ actors ×N ──┤ env → policy (CPU) → n-step adder ──► replay (Rev
             └── learner.get_variables (every actor_update_period steps)
 evaluator ─ mean action, return vs global env steps          │
 learner (accelerator if any) ◄── Reverb batches ◄────────────┘
-limiter ─ at the env-step budget: final eval, checkpoints, stop
+limiter ─ at the env-step budget: learner finish + checkpoint, final eval, stop
 """
 
 from __future__ import annotations

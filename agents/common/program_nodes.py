@@ -2,8 +2,9 @@
 
 CounterNode owns the global counts, checkpoints them to counter.json, and
 publishes progress.json (what the launcher's status line reads). The
-StepsLimiter stops the program cleanly at the global env-step budget: final
-evaluation, learner and counter checkpoints, final.json, then lp.stop().
+StepsLimiter stops the program cleanly at the global env-step budget: the
+learner stops updating and checkpoints (`finish`), the final evaluation of
+those parameters, the counter's checkpoint, final.json, then lp.stop().
 """
 
 from __future__ import annotations
