@@ -254,12 +254,17 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 RUN_NAME = re.compile(r'^(.+)_s(\d+)$')
 EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
 # Fields a run's config.json may hold with other values than the study's
-# and still be the study's cell: its name and location, and what a resume
-# may change (the budget is checked on its own, from final.json).
-# A resumable field that a strategy pins (adam1_next_spi64's replay ratio)
-# is what that strategy varies: a run with another value is not its cell.
-NOT_COMPARED = (frozenset({'name', 'runs_root'}) | config_lib.RESUMABLE_FIELDS
-                ) - {k for fields in TRAIN_FIELDS.values() for k in fields}
+# and still be the study's cell: its name and location, the budget (checked
+# on its own, from final.json) and plumbing that changes neither learning
+# nor what is measured. Every other field is compared, resumable or not:
+# actors, replay sizes, refresh and evaluation periods, final evaluation
+# episodes and fault injection all change the learning or the figures.
+PLUMBING = frozenset({
+    'checkpoint_period_s', 'checkpoints_to_keep', 'learner_log_every',
+    'tensorboard', 'stop_grace_s', 'replay_checkpoints',
+    'replay_checkpoint_period_s', 'max_consecutive_env_faults',
+    'stall_window', 'max_skipped_fraction'})
+NOT_COMPARED = frozenset({'name', 'runs_root', 'env_step_budget'}) | PLUMBING
 TRAJECTORY_POINTS = 400  # temperature samples kept per cell, for the plot
 
 
@@ -482,11 +487,15 @@ def _parse(text):
 
 def area_under_curve(curve: list, budget: int):
   """Trapezoid area under the evaluation return over env steps, divided by
-  the budget: the run's average return. Evaluations taken past the budget
-  (the final one lands a few steps beyond it) count as at the budget, so
-  every run spans the same interval."""
+  the budget: the run's average return. Every run spans [0, budget]:
+  evaluations taken past the budget (the final one lands a few steps beyond
+  it) count as at the budget, and the first evaluation's return also holds
+  from step 0 (it lands at 0-2k env steps, before the learner's first step
+  at replay_min_size, so it is the untrained policy's)."""
   if not curve or not budget:
     return None
+  if curve[0][0] > 0:
+    curve = [(0, curve[0][1])] + list(curve)
   xs = [min(s, budget) for s, _ in curve]
   ys = [r for _, r in curve]
   area = sum((xs[i] - xs[i - 1]) * (ys[i] + ys[i - 1]) / 2
@@ -538,12 +547,37 @@ def read_cell(run_dir: str, strategy: str, seed: int, expected,
                       expected, budget)
 
 
+def read_code(run_dir: str) -> list:
+  """The git commits the run's launches ran (config_history.jsonl), in
+  order and without repeats, '<commit>+dirty' where tracked files differed;
+  [] where none was recorded."""
+  out = []
+  try:
+    with open(os.path.join(run_dir, 'config_history.jsonl')) as f:
+      lines = f.read().splitlines()
+  except OSError:
+    return out
+  for line in lines:
+    try:
+      code = json.loads(line).get('code') or {}
+      commit = code.get('commit')
+    except (ValueError, AttributeError):
+      continue
+    if isinstance(commit, str):
+      name = commit[:12] + ('+dirty' if code.get('dirty') else '')
+      if name not in out:
+        out.append(name)
+  return out
+
+
 def run_parts(run_dir: str) -> tuple:
   """(final.json, config.json, evaluation curve, learner figures) of a run
-  directory; the JSON files as dicts, None where absent or unreadable."""
+  directory; the JSON files as dicts, None where absent or unreadable. The
+  learner figures also carry 'code', the commits it ran (`read_code`)."""
   return (_read_json(os.path.join(run_dir, 'final.json')),
           _read_json(os.path.join(run_dir, 'config.json')),
-          read_eval_curve(run_dir), read_learner(run_dir))
+          read_eval_curve(run_dir),
+          dict(read_learner(run_dir), code=read_code(run_dir)))
 
 
 # ------------------------------------------------------ committed records
@@ -596,6 +630,8 @@ def read_record(path: str, strategy: str, seed: int) -> tuple:
     learner = dict(rec['learner'])
     learner['temperature'] = [(int(s), float(t))
                               for s, t in learner['temperature']]
+    # Records written before commits were kept have none: unknown.
+    learner['code'] = [str(c) for c in learner.get('code') or []]
     for key in ('mean_abs_temperature_dual_residual', 'mean_kl_q_rel',
                 'final_temperature'):
       learner[key] = _finite(learner.get(key))
@@ -814,13 +850,32 @@ def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
                  f'{0.9 * best_median:.1f} of the best strategy\'s median '
                  f'final return ({best}, {best_median:.1f}).')
   lines += [''] + _strategy_rows(strategies, stats, reference)
-  lines += ['', reading_note(reference), ''] + _cell_rows(cells)
+  lines += ['', reading_note(reference), '', code_note(cells), '']
+  lines += _cell_rows(cells)
   flagged = [c for c in cells if c['problems']]
   if flagged:
     lines += ['', 'Not counted (the run is not this study\'s cell):']
     lines += [f"- {cell_name(c['strategy'], c['seed'])}: "
               + '; '.join(c['problems']) for c in flagged]
   return '\n'.join(lines) + '\n'
+
+
+def code_note(cells: list) -> str:
+  """Which code the counted cells ran: a table pooling cells of several
+  commits (a record keeps its run's) says so rather than pairing them
+  silently."""
+  counted = [c for c in cells if c['counted']]
+  runs: dict = {}
+  for c in counted:
+    key = ' → '.join(c.get('code') or []) or 'not recorded (records ' \
+        'from before commits were kept)'
+    runs[key] = runs.get(key, 0) + 1
+  if not runs:
+    return 'Code: no counted cell.'
+  parts = [f'{k} ({n})' for k, n in sorted(runs.items())]
+  head = ('Code of the counted cells:' if len(runs) == 1 else
+          f'Code of the counted cells: {len(runs)} different versions,')
+  return f"{head} {'; '.join(parts)}."
 
 
 CSV_COLUMNS = ('strategy', 'seed', 'status', 'final_return', 'auc',

@@ -554,6 +554,12 @@ def test_auc_and_steps_edge_cases():
   assert ds.steps_to([(0, 1.0)], 5.0) is None
   assert ds.steps_to([(0, 1.0)], None) is None
   assert not math.isnan(ds.area_under_curve([(0, 1.0)], 100))
+  # Every run spans [0, budget]: a first evaluation after step 0 (the
+  # untrained policy's) holds from 0, so a late first point loses no area.
+  assert ds.area_under_curve([(500, 80.0), (1000, 80.0)], 1000) == (
+      pytest.approx(80.0))
+  assert ds.area_under_curve([(200, 0.0), (1000, 100.0)], 1000) == (
+      pytest.approx(40.0))
 
 
 def test_find_cells_reads_strategy_names_with_underscores(tmp_path):
@@ -718,3 +724,66 @@ def test_a_record_of_another_run_is_kept_not_overwritten(study, capsys):
                records_dir=str(records))
   assert path.read_bytes() == kept
   assert 'records another run of this cell' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('field, value, counted', [
+    # These change learning or what is measured: not the study's cell.
+    ('num_actors', '3', False), ('replay_min_size', '128', False),
+    ('actor_update_period', '500', False),
+    ('eval_period_env_steps', '700', False),
+    ('final_eval_episodes', '3', False),
+    ('fault_injection_env_fault_every', '50', False),
+    # Plumbing: still the cell.
+    ('checkpoint_period_s', '99', True), ('learner_log_every', '7', True),
+])
+def test_a_cell_differing_in_what_changes_learning_is_not_counted(
+    tmp_path, tiny, field, value, counted):
+  run_dir = str(tmp_path / 'adam1_s0')
+  _config_json(run_dir, tiny, 'adam1', 0, **{field: value})
+  _evaluator_csv(run_dir, [(0, 0.0), (1000, 10.0)], 10.0, BUDGET)
+  _final_json(run_dir, 10.0, BUDGET)
+  (cell,) = ds.summarise(str(tmp_path), TINY, ['adam1'], quiet=True)['cells']
+  assert cell['counted'] is counted, cell['problems']
+  if not counted:
+    assert any(p.startswith(field) for p in cell['problems'])
+
+
+def _history(run_dir, *codes):
+  with open(os.path.join(run_dir, 'config_history.jsonl'), 'w') as f:
+    for code in codes:
+      f.write(json.dumps({'segment': 1, 'code': code}) + '\n')
+
+
+def test_records_keep_the_code_each_cell_ran_and_tables_say_when_it_differs(
+    study, tmp_path, capsys):
+  a, b = 'a' * 40, 'b' * 40
+  for name in ('adam1_s0', 'adam1_s1', 'adam1_s2', 'adam10_s0', 'adam10_s1'):
+    _history(str(study / name), {'commit': a, 'dirty': False})
+  # Resumed with other code, from a tree that differed from its commit.
+  _history(str(study / 'adam10_s2'), {'commit': a, 'dirty': False},
+           {'commit': b, 'dirty': True}, None)
+  records = study.parent / 'records'
+  result = ds.summarise(str(study), TINY, ['adam1', 'adam10'], quiet=True,
+                        records_dir=str(records))
+  cells = {ds.cell_name(c['strategy'], c['seed']): c
+           for c in result['cells']}
+  assert cells['adam1_s0']['code'] == [a[:12]]
+  assert cells['adam10_s2']['code'] == [a[:12], b[:12] + '+dirty']
+  md = (study / 'dual_study.md').read_text()
+  assert 'Code of the counted cells: 2 different versions' in md, md
+  assert f'{a[:12]} (5)' in md and f'{a[:12]} → {b[:12]}+dirty (1)' in md
+  # The records carry it: a fresh clone's table says the same.
+  rec = json.loads((records / 'adam10_s2.json').read_text())
+  assert rec['learner']['code'] == [a[:12], b[:12] + '+dirty']
+  fresh = ds.summarise(str(tmp_path / 'fresh'), TINY, ['adam1', 'adam10'],
+                       quiet=True, records_dir=str(records))
+  assert {c['seed']: c['code'] for c in fresh['cells']
+          if c['strategy'] == 'adam10'}[2] == [a[:12], b[:12] + '+dirty']
+  # A record from before commits were kept: unknown, and said so.
+  old = json.loads((records / 'adam1_s0.json').read_text())
+  del old['learner']['code']
+  (records / 'adam1_s0.json').write_text(json.dumps(old))
+  fresh = ds.summarise(str(tmp_path / 'fresh2'), TINY, ['adam1', 'adam10'],
+                       quiet=True, records_dir=str(records))
+  assert 'not recorded (records from before commits were kept) (1)' in (
+      tmp_path / 'fresh2' / 'dual_study.md').read_text()
