@@ -612,7 +612,20 @@ def make_record(strategy: str, seed: int, final: dict, recorded: dict,
 
 
 def store_record(path: str, record: dict) -> bool:
-  """_cells.store_record: never overwrites another run's record."""
+  """_cells.store_record: never overwrites another run's record. A record
+  of this same run written before commits were kept (no learner 'code') is
+  brought up to date rather than taken for another run."""
+  try:
+    with open(path) as f:
+      old = json.load(f)
+    same = dict(record, learner={k: v for k, v in record['learner'].items()
+                                 if k != 'code'})
+    if ('code' not in old.get('learner', {}) and
+        old == json.loads(json.dumps(same))):
+      _cells.write_record(path, record)
+      return True
+  except (OSError, ValueError, AttributeError):
+    pass
   return _cells.store_record(path, record, 'dual_study',
                              record['config'].get('runs_root'))
 
@@ -1032,6 +1045,11 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
         path = _cells.record_path(records_dir, s, seed)
         if store_record(path, make_record(s, seed, *parts)):
           recorded.append(path)
+        else:  # two runs of one cell: neither is counted until one goes
+          cell['problems'].append(
+              f'{path} records another run of this cell; delete it or this '
+              'run directory')
+          cell.update(counted=False, status='two runs')
     cells.append(cell)
   by_strategy = {s: [c for c in cells if c['strategy'] == s]
                  for s in strategies}

@@ -724,6 +724,30 @@ def test_a_record_of_another_run_is_kept_not_overwritten(study, capsys):
                records_dir=str(records))
   assert path.read_bytes() == kept
   assert 'records another run of this cell' in capsys.readouterr().err
+  # Nor does the table silently count the run directory's figures.
+  result = ds.summarise(str(study), TINY, ['adam1'], quiet=True,
+                        records_dir=str(records))
+  (cell,) = [c for c in result['cells'] if c['seed'] == 1]
+  assert not cell['counted'] and cell['status'] == 'two runs'
+  assert str(path) in cell['problems'][0]
+  assert result['stats']['adam1']['counted'] == 2
+
+
+def test_a_record_from_before_commits_were_kept_is_brought_up_to_date(
+    study, capsys):
+  records = study.parent / 'records'
+  _summary(study, capsys)
+  path = records / 'adam1_s0.json'
+  rec = json.loads(path.read_text())
+  assert rec['learner']['code'] == []  # the fixture's runs kept no history
+  del rec['learner']['code']           # as records written before today
+  path.write_text(json.dumps(rec))
+  _history(str(study / 'adam1_s0'), {'commit': 'c' * 40, 'dirty': False})
+  result = ds.summarise(str(study), TINY, ['adam1'], quiet=True,
+                        records_dir=str(records))
+  assert 'records another run' not in capsys.readouterr().err
+  assert json.loads(path.read_text())['learner']['code'] == ['c' * 12]
+  assert all(c['counted'] for c in result['cells'] if c['seed'] == 0)
 
 
 @pytest.mark.parametrize('field, value, counted', [
