@@ -97,6 +97,10 @@ class TrainConfig:
   # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
   fault_injection_slow_stop_s: float = 0.0
 
+  def rows_per_call(self) -> int:
+    """The replay rows the largest learner call samples."""
+    return self.mpo.sgd_steps_per_call * self.mpo.batch_size
+
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
            all(c.isalnum() or c in '-_.' for c in self.name) and
@@ -138,6 +142,23 @@ class TrainConfig:
            self.replay_error_buffer >= low, 'replay_error_buffer',
            f'a number >= 2·max(1, samples_per_insert) = {low}',
            self.replay_error_buffer)
+    # The rate limiter lets the whole run sample at most this many rows; a
+    # learner call that needs more never completes, and the run would end
+    # untrained with exit 0.
+    allowed = ((self.env_step_budget - self.replay_min_size) *
+               float(self.samples_per_insert) + self.replay_error_buffer)
+    need = self.rows_per_call()
+    _check(allowed >= need, 'env_step_budget',
+           f'a budget whose inserts let the learner sample one call of '
+           f'{need} rows ((budget - replay_min_size) · samples_per_insert + '
+           f'replay_error_buffer = {allowed:.0f} rows)', self.env_step_budget)
+    # Every actor must refresh its policy at least once before its share of
+    # the budget is spent, or all its data comes from the initial policy.
+    share = self.env_step_budget // self.num_actors
+    _check(self.actor_update_period <= share, 'actor_update_period',
+           f'at most env_step_budget // num_actors = {share} (an actor '
+           'refreshes its parameters every that many of its env steps)',
+           self.actor_update_period)
     _check(_is_num(self.checkpoint_period_s) and self.checkpoint_period_s > 0,
            'checkpoint_period_s', 'a number > 0', self.checkpoint_period_s)
     _check(isinstance(self.replay_checkpoints, bool), 'replay_checkpoints',
@@ -234,6 +255,13 @@ class AILTrainConfig(TrainConfig):
   name: str = 'ail'
   ail: AILConfig = dataclasses.field(default_factory=AILConfig)
   demos: str = ''
+
+  def rows_per_call(self) -> int:
+    # Read before this class's own checks: an ail of the wrong type is
+    # named by them, not by an AttributeError here.
+    ail = self.ail if isinstance(self.ail, AILConfig) else None
+    disc = (ail.discriminator_steps_per_call * ail.batch_size) if ail else 0
+    return max(super().rows_per_call(), disc)
 
   def __post_init__(self):
     super().__post_init__()

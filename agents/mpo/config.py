@@ -33,16 +33,25 @@ def _fail(owner: str, field: str, expected: str, got: Any) -> None:
   raise ConfigError(f'{owner}.{field}: expected {expected}, got {got!r}')
 
 
+# The learner computes in float32: a value outside its normal range becomes
+# inf or 0 in-graph (an epsilon of 1e-300 is 0, a temperature of 1e39 inf),
+# and every update is then skipped or meaningless.
+FLOAT32_TINY, FLOAT32_MAX = 1.1754943508222875e-38, 3.4028234663852886e+38
+
+
 def _positive(owner, field, value):
   if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
-      math.isfinite(value) and value > 0):
-    _fail(owner, field, 'a finite number > 0', value)
+      math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
+    _fail(owner, field, 'a finite number > 0 that float32 holds '
+          f'({FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
 
 
 def _non_negative(owner, field, value):
   if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
-      math.isfinite(value) and value >= 0):
-    _fail(owner, field, 'a finite number >= 0', value)
+      math.isfinite(value) and (value == 0 or
+                                FLOAT32_TINY <= value <= FLOAT32_MAX)):
+    _fail(owner, field, 'a finite number >= 0 that float32 holds '
+          f'(0, or {FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
 
 
 # The largest learner-step count: steps, horizons and periods meet the
@@ -186,6 +195,11 @@ class DualConfig:
             TEMPERATURE_FOR_WEIGHTS)
     _one_of(o, 'solver', self.solver, SOLVERS)
     _positive(o, 'exact_tolerance', self.exact_tolerance)
+    # In log η: a tolerance of 1 or more ends the search before its first
+    # bisection, at an arbitrary temperature.
+    if self.exact_tolerance >= 1.0:
+      _fail(o, 'exact_tolerance', 'a number in (0, 1) (log-temperature '
+            'units)', self.exact_tolerance)
     _step_count(o, 'exact_max_iterations', self.exact_max_iterations)
     for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev',
               'floor'):

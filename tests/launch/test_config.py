@@ -59,6 +59,40 @@ def test_train_config_rejects(field, value):
     config_lib.apply_overrides(config_lib.TrainConfig(), {field: value})
 
 
+def test_a_budget_too_small_for_one_learner_call_is_refused():
+  # cartpole: 8 SGD steps of 256 per call; 10 env steps past the minimum
+  # let the limiter release 10·48 + 1000 = 1480 rows, never a 2048-row call.
+  from configs import mpo as named_mpo
+  cartpole = named_mpo.cartpole()
+  with pytest.raises(ConfigError, match='TrainConfig.env_step_budget.*2048.*'
+                     '1480'):
+    config_lib.apply_overrides(cartpole, {'env_step_budget': '1010'})
+  ok = config_lib.apply_overrides(cartpole, {'env_step_budget': '1022'})
+  assert (ok.env_step_budget - ok.replay_min_size) * 48 + 1000 >= 2048
+
+
+def test_an_adversarial_call_of_the_discriminator_counts_too():
+  from configs import ail as named_ail
+  tiny = named_ail.tiny()
+  need = tiny.ail.batch_size * 50
+  assert need > tiny.mpo.sgd_steps_per_call * tiny.mpo.batch_size
+  budget = tiny.replay_min_size + 1
+  with pytest.raises(ConfigError, match=f'one call of {need} rows'):
+    config_lib.apply_overrides(tiny, {
+        'env_step_budget': str(budget),
+        'ail.discriminator_steps_per_call': '50',
+        'ail.discriminator_steps_per_round': '50'})
+
+
+def test_an_actor_that_would_never_refresh_its_policy_is_refused():
+  cfg = config_lib.TrainConfig()  # 100k env steps over 2 actors
+  assert (cfg.env_step_budget, cfg.num_actors) == (100_000, 2)
+  with pytest.raises(ConfigError, match='TrainConfig.actor_update_period'):
+    config_lib.apply_overrides(cfg, {'actor_update_period': '50001'})
+  assert config_lib.apply_overrides(
+      cfg, {'actor_update_period': '50000'}).actor_update_period == 50000
+
+
 def test_a_budget_just_above_replay_min_size_is_accepted():
   cfg = config_lib.apply_overrides(config_lib.TrainConfig(),
                                    {'env_step_budget': '1001'})

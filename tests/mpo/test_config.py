@@ -44,6 +44,12 @@ BAD = [
     ('critic_optimizer.schedule', 'exp', 'MPOConfig.critic_optimizer.schedule'),
     ('duals.num_steps', 0, 'DualConfig.num_steps'),
     ('duals.num_steps', 1.5, 'DualConfig.num_steps'),
+    # Finite in Python, but 0 or inf in the learner's float32: every update
+    # skipped (1e39) or the E-step's bound gone (1e-300).
+    ('epsilon', 1e-300, 'MPOConfig.epsilon'),
+    ('duals.init_temperature', 1e39, 'DualConfig.init_temperature'),
+    ('policy_optimizer.learning_rate', 1e39,
+     'MPOConfig.policy_optimizer.learning_rate'),
     ('duals.temperature_optimizer.name', 'lion',
      'DualConfig.temperature_optimizer.name'),
     ('duals.alpha_optimizer.name', 'nadam', 'DualConfig.alpha_optimizer.name'),
@@ -53,6 +59,8 @@ BAD = [
      'DualConfig.temperature_for_weights'),
     ('duals.solver', 'newton', 'DualConfig.solver'),
     ('duals.exact_tolerance', 0.0, 'DualConfig.exact_tolerance'),
+    # log-temperature units: 1 or more stops before the first bisection.
+    ('duals.exact_tolerance', 1.0, 'DualConfig.exact_tolerance'),
     ('duals.exact_max_iterations', 0, 'DualConfig.exact_max_iterations'),
     ('duals.exact_max_iterations', 3_000_000_000,
      'DualConfig.exact_max_iterations'),

@@ -113,12 +113,12 @@ def program(tmp_path, monkeypatch):
 
 
 def _config(**kwargs):
-  # A budget above replay_min_size, as TrainConfig requires (no learner
-  # runs here).
+  # A budget above replay_min_size and a refresh period within it, as
+  # TrainConfig requires (no learner runs here).
   defaults = dict(env=ENV, seed=7, num_actors=1, envs_per_actor=2,
                   env_step_budget=80, counter_sync_period=4,
                   tensorboard=False, replay_min_size=16,
-                  mpo=MPOConfig(batch_size=16))
+                  actor_update_period=20, mpo=MPOConfig(batch_size=16))
   return TrainConfig(**{**defaults, **kwargs})
 
 
