@@ -624,7 +624,7 @@ def store_record(path: str, record: dict) -> bool:
         old == json.loads(json.dumps(same))):
       _cells.write_record(path, record)
       return True
-  except (OSError, ValueError, AttributeError):
+  except (OSError, ValueError, AttributeError, TypeError):
     pass
   return _cells.store_record(path, record, 'dual_study',
                              record['config'].get('runs_root'))

@@ -97,8 +97,9 @@ class TrainConfig:
   # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
   fault_injection_slow_stop_s: float = 0.0
 
-  def rows_per_call(self) -> int:
-    """The replay rows the largest learner call samples."""
+  def rows_to_first_update(self) -> int:
+    """The replay rows the learner samples up to and including its first
+    policy update: one call of sgd_steps_per_call batches."""
     return self.mpo.sgd_steps_per_call * self.mpo.batch_size
 
   def __post_init__(self):
@@ -147,11 +148,12 @@ class TrainConfig:
     # untrained with exit 0.
     allowed = ((self.env_step_budget - self.replay_min_size) *
                float(self.samples_per_insert) + self.replay_error_buffer)
-    need = self.rows_per_call()
+    need = self.rows_to_first_update()
     _check(allowed >= need, 'env_step_budget',
-           f'a budget whose inserts let the learner sample one call of '
-           f'{need} rows ((budget - replay_min_size) · samples_per_insert + '
-           f'replay_error_buffer = {allowed:.0f} rows)', self.env_step_budget)
+           f'a budget whose inserts let the learner sample the {need} rows '
+           'its first policy update needs ((budget - replay_min_size) · '
+           f'samples_per_insert + replay_error_buffer = {allowed:.0f} rows)',
+           self.env_step_budget)
     # Every actor must refresh its policy at least once before its share of
     # the budget is spent, or all its data comes from the initial policy.
     share = self.env_step_budget // self.num_actors
@@ -256,12 +258,13 @@ class AILTrainConfig(TrainConfig):
   ail: AILConfig = dataclasses.field(default_factory=AILConfig)
   demos: str = ''
 
-  def rows_per_call(self) -> int:
-    # Read before this class's own checks: an ail of the wrong type is
-    # named by them, not by an AttributeError here.
+  def rows_to_first_update(self) -> int:
+    # A round starts with its discriminator steps: they sample first. Read
+    # before this class's own checks: an ail of the wrong type is named by
+    # them, not by an AttributeError here.
     ail = self.ail if isinstance(self.ail, AILConfig) else None
-    disc = (ail.discriminator_steps_per_call * ail.batch_size) if ail else 0
-    return max(super().rows_per_call(), disc)
+    disc = (ail.discriminator_steps_per_round * ail.batch_size) if ail else 0
+    return super().rows_to_first_update() + disc
 
   def __post_init__(self):
     super().__post_init__()

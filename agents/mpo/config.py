@@ -195,11 +195,6 @@ class DualConfig:
             TEMPERATURE_FOR_WEIGHTS)
     _one_of(o, 'solver', self.solver, SOLVERS)
     _positive(o, 'exact_tolerance', self.exact_tolerance)
-    # In log η: a tolerance of 1 or more ends the search before its first
-    # bisection, at an arbitrary temperature.
-    if self.exact_tolerance >= 1.0:
-      _fail(o, 'exact_tolerance', 'a number in (0, 1) (log-temperature '
-            'units)', self.exact_tolerance)
     _step_count(o, 'exact_max_iterations', self.exact_max_iterations)
     for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev',
               'floor'):

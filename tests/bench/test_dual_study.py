@@ -811,3 +811,17 @@ def test_records_keep_the_code_each_cell_ran_and_tables_say_when_it_differs(
                        quiet=True, records_dir=str(records))
   assert 'not recorded (records from before commits were kept) (1)' in (
       tmp_path / 'fresh2' / 'dual_study.md').read_text()
+
+
+def test_a_record_whose_learner_part_is_not_an_object_does_not_crash(
+    study, capsys):
+  records = study.parent / 'records'
+  _summary(study, capsys)
+  path = records / 'adam1_s0.json'
+  rec = json.loads(path.read_text())
+  rec['learner'] = None
+  path.write_text(json.dumps(rec))
+  result = ds.summarise(str(study), TINY, ['adam1'], quiet=True,
+                        records_dir=str(records))
+  (cell,) = [c for c in result['cells'] if c['seed'] == 0]
+  assert not cell['counted'] and str(path) in cell['problems'][0]

@@ -71,17 +71,23 @@ def test_a_budget_too_small_for_one_learner_call_is_refused():
   assert (ok.env_step_budget - ok.replay_min_size) * 48 + 1000 >= 2048
 
 
-def test_an_adversarial_call_of_the_discriminator_counts_too():
+def test_an_adversarial_round_samples_its_discriminator_steps_first():
+  # The first generator call comes after a round's discriminator steps:
+  # tiny needs 2·32 + 2·32 = 128 rows; a budget of 65 releases 108.
   from configs import ail as named_ail
   tiny = named_ail.tiny()
-  need = tiny.ail.batch_size * 50
-  assert need > tiny.mpo.sgd_steps_per_call * tiny.mpo.batch_size
-  budget = tiny.replay_min_size + 1
-  with pytest.raises(ConfigError, match=f'one call of {need} rows'):
-    config_lib.apply_overrides(tiny, {
-        'env_step_budget': str(budget),
-        'ail.discriminator_steps_per_call': '50',
-        'ail.discriminator_steps_per_round': '50'})
+  need = (tiny.ail.discriminator_steps_per_round * tiny.ail.batch_size +
+          tiny.mpo.sgd_steps_per_call * tiny.mpo.batch_size)
+  allowed = lambda budget: ((budget - tiny.replay_min_size) *
+                            tiny.samples_per_insert + tiny.replay_error_buffer)
+  assert max(tiny.ail.discriminator_steps_per_round * tiny.ail.batch_size,
+             tiny.mpo.sgd_steps_per_call * tiny.mpo.batch_size) <= (
+                 allowed(65)) < need
+  with pytest.raises(ConfigError, match=f'the {need} rows its first'):
+    config_lib.apply_overrides(tiny, {'env_step_budget': '65'})
+  budget = next(b for b in range(65, 200) if allowed(b) >= need)
+  assert config_lib.apply_overrides(
+      tiny, {'env_step_budget': str(budget)}).env_step_budget == budget
 
 
 def test_an_actor_that_would_never_refresh_its_policy_is_refused():

@@ -59,8 +59,6 @@ BAD = [
      'DualConfig.temperature_for_weights'),
     ('duals.solver', 'newton', 'DualConfig.solver'),
     ('duals.exact_tolerance', 0.0, 'DualConfig.exact_tolerance'),
-    # log-temperature units: 1 or more stops before the first bisection.
-    ('duals.exact_tolerance', 1.0, 'DualConfig.exact_tolerance'),
     ('duals.exact_max_iterations', 0, 'DualConfig.exact_max_iterations'),
     ('duals.exact_max_iterations', 3_000_000_000,
      'DualConfig.exact_max_iterations'),
