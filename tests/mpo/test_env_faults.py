@@ -8,7 +8,6 @@ answering `client.futures.<method>()` with finished futures, and replay by
 Tandem's real NStepAdder writing into a list instead of a Reverb stream.
 """
 
-import concurrent.futures
 import os
 
 import jax
@@ -26,31 +25,10 @@ from agents.mpo import networks
 from agents.mpo.config import MPOConfig
 from launch.config import TrainConfig
 from tests.common.test_env_faults import ScriptedFactory
+from tests.fakes import CourierClient
 
 OBS, ACT = 3, 1
 ENV = 'fake:task'
-
-
-class _Futures:
-  def __init__(self, target):
-    self._target = target
-
-  def __getattr__(self, method):
-    def submit(*args, **kwargs):
-      future = concurrent.futures.Future()
-      try:
-        future.set_result(getattr(self._target, method)(*args, **kwargs))
-      except Exception as e:  # pylint: disable=broad-except
-        future.set_exception(e)
-      return future
-    return submit
-
-
-class _Client:
-  """What `lifecycle.call` needs of a Courier client."""
-
-  def __init__(self, target):
-    self.futures = _Futures(target)
 
 
 class _Learner:
@@ -108,7 +86,8 @@ def program(tmp_path, monkeypatch):
   p.factory, p.counter = factory, counting.Counter()
   p.rd = RunDir(str(tmp_path / 'run')).make()
   p.learner = _Learner()
-  p.clients = dict(counter=_Client(p.counter), learner=_Client(p.learner))
+  p.clients = dict(counter=CourierClient(p.counter),
+                   learner=CourierClient(p.learner))
   return p
 
 

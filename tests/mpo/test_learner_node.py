@@ -11,7 +11,7 @@ from agents.mpo.learner_node import LearnerNode
 from configs import mpo as named
 from launch import config as config_lib
 from launch import mpo as mpo_program
-from tests.fakes import UncontactedReplay
+from tests.fakes import CourierClient, UncontactedReplay
 
 
 def test_resumed_learner_stopped_before_any_step_keeps_its_counts(tmp_path):
@@ -71,27 +71,6 @@ def test_a_checkpoint_between_an_update_and_its_counts_holds_the_states_steps(
   assert counts == {'env_steps': 500, 'learner_steps': 8, 'episodes': 1}
 
 
-class _Futures:
-  def __init__(self, target):
-    self._target = target
-
-  def __getattr__(self, method):
-    import concurrent.futures
-
-    def submit(*args, **kwargs):
-      future = concurrent.futures.Future()
-      future.set_result(getattr(self._target, method)(*args, **kwargs))
-      return future
-    return submit
-
-
-class _Client:
-  """What lifecycle.call needs of a Courier client."""
-
-  def __init__(self, target):
-    self.futures = _Futures(target)
-
-
 class _Stream:
   """Stands in for replay.BatchStream: a batch whenever asked."""
 
@@ -120,7 +99,7 @@ def test_after_finish_the_learner_takes_no_update(tmp_path):
   # checkpoint are then one state.
   from agents.common import counting
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
-  node = LearnerNode(tc, dims, UncontactedReplay(), _Client(
+  node = LearnerNode(tc, dims, UncontactedReplay(), CourierClient(
       counting.Counter()), str(tmp_path))
   node._batches = _Stream(tc, dims)
   assert node.step() is not None  # an update happens before finish
