@@ -193,7 +193,7 @@ def _drop_replay(rd, segment: int) -> Optional[str]:
   """Moves the replay checkpoint aside (never deletes it); returns where."""
   if not _replay_checkpoint_exists(rd.root):
     return None
-  dest = f'{rd.replay_checkpoints}-dropped-segment-{segment}'
+  dest = rd.dropped_replay(segment)
   os.replace(rd.replay_checkpoints, dest)
   return dest
 

@@ -34,6 +34,12 @@ class CounterStateError(ValueError):
   """The counter file is missing, unreadable, or not a Tandem counter."""
 
 
+def is_seconds(v) -> bool:
+  """A finite number of seconds >= 0 (bool is not one)."""
+  return (isinstance(v, (int, float)) and not isinstance(v, bool) and
+          math.isfinite(v) and v >= 0)
+
+
 def is_count(v) -> bool:
   """A non-negative whole number JSON can hold exactly (bool is not one)."""
   return (isinstance(v, (int, float)) and not isinstance(v, bool) and
@@ -77,8 +83,7 @@ class Counter:
         raise CounterStateError(
             f'counter state {path}: counts.{k} is {v!r}; expected a '
             'non-negative whole number')
-    if (isinstance(elapsed, bool) or not isinstance(elapsed, (int, float))
-        or not math.isfinite(elapsed) or elapsed < 0):
+    if not is_seconds(elapsed):
       raise CounterStateError(
           f'counter state {path}: elapsed_s is {elapsed!r}; expected a '
           'finite number of seconds >= 0')

@@ -120,9 +120,8 @@ def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
   if 'env_steps' not in counts:
     return None
   for k, v in counts.items():
-    number = (isinstance(v, (int, float)) and not isinstance(v, bool) and
-              math.isfinite(v) and 0 <= v < 2**53)
-    ok = counting.is_count(v) or (k == 'elapsed_s' and number)
+    ok = counting.is_count(v) or (k == 'elapsed_s' and
+                                  counting.is_seconds(v) and v < 2**53)
     if not ok:
       raise bad(f'hold {k}={v!r}')
   return counts

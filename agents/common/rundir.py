@@ -76,6 +76,11 @@ class RunDir:
     """nodes/segment-<k>/: the node logs of the k-th launch of this run."""
     return os.path.join(self.nodes, f'segment-{segment}')
 
+  def dropped_replay(self, segment: int) -> str:
+    """checkpoints/replay-dropped-segment-<k>: where --drop_replay moves
+    the replay checkpoints aside in the k-th launch."""
+    return f'{self.replay_checkpoints}-dropped-segment-{segment}'
+
   def highest_segment(self) -> int:
     """The largest k of any per-launch folder an earlier launch left
     (nodes/segment-<k>, errors/segment-<k>, logs/discarded/segment-<k>,
@@ -84,7 +89,7 @@ class RunDir:
     places = ((self.nodes, 'segment-'), (self.errors, 'segment-'),
               (os.path.join(self.logs, 'discarded'), 'segment-'),
               (os.path.dirname(self.replay_checkpoints),
-               'replay-dropped-segment-'))
+               os.path.basename(self.dropped_replay(0))[:-1]))
     for parent, prefix in places:
       try:
         names = os.listdir(parent)

@@ -733,15 +733,24 @@ def test_a_record_of_another_run_is_kept_not_overwritten(study, capsys):
   assert result['stats']['adam1']['counted'] == 2
 
 
-def test_a_record_from_before_commits_were_kept_is_brought_up_to_date(
-    study, capsys):
-  records = study.parent / 'records'
+def _edit_record(study, capsys, name, edit):
+  """Summarises the study (recording its counted cells), applies
+  `edit(record)` to <name>.json and writes it back; returns its path."""
   _summary(study, capsys)
-  path = records / 'adam1_s0.json'
+  path = study.parent / 'records' / f'{name}.json'
   rec = json.loads(path.read_text())
-  assert rec['learner']['code'] == []  # the fixture's runs kept no history
-  del rec['learner']['code']           # as records written before today
+  edit(rec)
   path.write_text(json.dumps(rec))
+  return path
+
+
+def test_a_record_from_before_commits_were_kept_is_brought_up_to_date(    study, capsys):
+  records = study.parent / 'records'
+
+  def drop_code(rec):
+    assert rec['learner']['code'] == []  # the fixture's runs kept no history
+    del rec['learner']['code']           # as records written before today
+  path = _edit_record(study, capsys, 'adam1_s0', drop_code)
   _history(str(study / 'adam1_s0'), {'commit': 'c' * 40, 'dirty': False})
   result = ds.summarise(str(study), TINY, ['adam1'], quiet=True,
                         records_dir=str(records))
@@ -816,11 +825,8 @@ def test_records_keep_the_code_each_cell_ran_and_tables_say_when_it_differs(
 def test_a_record_whose_learner_part_is_not_an_object_does_not_crash(
     study, capsys):
   records = study.parent / 'records'
-  _summary(study, capsys)
-  path = records / 'adam1_s0.json'
-  rec = json.loads(path.read_text())
-  rec['learner'] = None
-  path.write_text(json.dumps(rec))
+  path = _edit_record(study, capsys, 'adam1_s0',
+                      lambda rec: rec.update(learner=None))
   result = ds.summarise(str(study), TINY, ['adam1'], quiet=True,
                         records_dir=str(records))
   (cell,) = [c for c in result['cells'] if c['seed'] == 0]
