@@ -117,12 +117,18 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     if not os.path.isfile(cfg_path):
       raise UsageError(f'--resume {args.resume}: no config.json there; is it '
                        'a Tandem run directory?')
-    cfg = _load_run_config(cfg_path, f'--resume {args.resume}')
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
-    _check_kind(cfg, command, f'--resume {args.resume}')
-    resumed = config_lib.apply_overrides(cfg, overrides)
-    changed = config_lib.check_resume_overrides(cfg, resumed)
+    data = _read_run_json(cfg_path, f'--resume {args.resume}')
+    try:
+      resumed, changed = config_lib.resume_config(data, overrides)
+    except ConfigError as e:
+      raise UsageError(
+          f'--resume {args.resume}: config.json with this command\'s '
+          f'overrides is invalid: {e}. A run written by an earlier version '
+          'may need an override of the field named (--<field>=<value>)'
+      ) from e
+    _check_kind(resumed, command, f'--resume {args.resume}')
     _check_replay_changes(changed, resumed, os.path.abspath(args.resume),
                           getattr(args, 'drop_replay', False))
     cfg = resumed
@@ -198,13 +204,28 @@ def _drop_replay(rd, segment: int) -> Optional[str]:
   return dest
 
 
-def _load_run_config(path: str, named_by: str):
-  """A run directory's config.json, or a UsageError naming the flag and
-  value (`named_by`) that pointed at the run."""
+def _read_run_json(path: str, named_by: str) -> dict:
+  """A run directory's config.json as stored (not validated), or a
+  UsageError naming the flag and value (`named_by`) that pointed at it."""
   try:
     with open(path) as f:
-      return config_lib.from_dict(json.load(f))
-  except (OSError, ValueError, ConfigError) as e:
+      data = json.load(f)
+  except (OSError, ValueError) as e:
+    raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                     f'({e})') from e
+  if not isinstance(data, dict):
+    raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                     f'(not a JSON object of fields: {type(data).__name__})')
+  return data
+
+
+def _load_run_config(path: str, named_by: str):
+  """A run directory's config.json, validated, or a UsageError naming the
+  flag and value (`named_by`) that pointed at the run."""
+  data = _read_run_json(path, named_by)
+  try:
+    return config_lib.from_dict(data)
+  except ConfigError as e:
     raise UsageError(f'{named_by}: config.json is unreadable or invalid '
                      f'({e})') from e
 
@@ -277,6 +298,53 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
           'logs/discriminator.csv.')
 
 
+def expected_updates(cfg) -> dict:
+  """The updates the budget lets the rate limiter pay for, by the count
+  that keys each schedule: {'mpo': generator/MPO steps, 'ail':
+  discriminator steps (adversarial runs only)}. Each sampled row is one
+  batch element; an adversarial round splits its rows between the two."""
+  rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
+  if not isinstance(cfg, config_lib.AILTrainConfig):
+    return {'mpo': rows / cfg.mpo.batch_size}
+  a = cfg.ail
+  gen = a.generator_steps_per_round * cfg.mpo.batch_size
+  disc = a.discriminator_steps_per_round * a.batch_size
+  rounds = rows / (gen + disc)
+  return {'mpo': rounds * a.generator_steps_per_round,
+          'ail': rounds * a.discriminator_steps_per_round}
+
+
+def schedule_note(cfg) -> Optional[str]:
+  """A warning when a learning-rate schedule's horizon is far from the
+  updates the budget pays for: with a horizon twice as long, the rate never
+  gets halfway to its final value; with one half as long, it sits at its
+  final value for more than half the run. The horizon is fixed for the run
+  (in its checkpoint), so a resume that extends the budget warns too."""
+  updates = expected_updates(cfg)
+  notes = []
+  for path, kind in config_lib.leaf_fields(cfg).items():
+    if not path.endswith('.schedule') or kind == 'constant':
+      continue
+    group = path.split('.')[0]
+    horizon = getattr(cfg, group).schedule_horizon
+    steps = updates[group]
+    if horizon > 2 * steps:
+      notes.append(f'{path}={kind} runs over {group}.schedule_horizon='
+                   f'{horizon} steps, but the budget pays for about '
+                   f'{steps:.0f}: it ends {100 * steps / horizon:.0f}% of '
+                   'its way')
+    elif horizon < steps / 2:
+      notes.append(f'{path}={kind} reaches its final value at '
+                   f'{group}.schedule_horizon={horizon} steps, '
+                   f'{100 * horizon / steps:.0f}% of the about {steps:.0f} '
+                   'the budget pays for')
+  if not notes:
+    return None
+  return ('note: ' + '; '.join(notes) + ' ((env_step_budget - '
+          'replay_min_size) · samples_per_insert rows sampled). The horizon '
+          'is fixed for the run; set it at launch to change this.')
+
+
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -306,7 +374,11 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   for the first launch)."""
   changed = {}
   if resume and os.path.isfile(rd.config):
-    old = _load_run_config(rd.config, f'--resume {rd.root}')
+    try:
+      old = config_lib.stored_fields(
+          _read_run_json(rd.config, f'--resume {rd.root}'))
+    except ConfigError as e:
+      raise UsageError(f'--resume {rd.root}: config.json: {e}') from e
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
                config_lib.check_resume_overrides(old, cfg).items()}
   path = os.path.join(rd.root, 'config_history.jsonl')
@@ -610,6 +682,9 @@ def train(args, extra, command: str = 'train') -> int:
   # JAX on an accelerator.
   _keep_off_accelerators(args.launch)
   cfg, run_dir, resume = resolve_train_config(args, extra, command)
+  note = schedule_note(cfg)
+  if note:  # on stderr: --show_config's stdout is the config alone
+    print(note, file=sys.stderr)
   if getattr(args, 'show_config', False):
     # The named configs and a run's config.json differ from the class
     # defaults that --help lists; this shows what a launch would use.

@@ -228,11 +228,14 @@ RESUMABLE_FIELDS = frozenset({
     'demos'})
 
 
-def check_resume_overrides(old: 'TrainConfig', new: 'TrainConfig') -> dict:
-  """The fields `new` changes from `old`, {path: (old, new)}; raises
-  ConfigError naming every changed field a resume may not change."""
-  before, after = leaf_fields(old), leaf_fields(new)
-  changed = {p: (before[p], after[p]) for p in after
+def check_resume_overrides(old: 'TrainConfig | dict',
+                           new: 'TrainConfig | dict') -> dict:
+  """The fields `new` changes from `old` (each a config or its
+  leaf_fields/stored_fields), {path: (old, new)}; raises ConfigError naming
+  every changed field a resume may not change."""
+  before = old if isinstance(old, dict) else leaf_fields(old)
+  after = new if isinstance(new, dict) else leaf_fields(new)
+  changed = {p: (before.get(p), after[p]) for p in after
              if before.get(p) != after[p]}
   refused = sorted(p for p in changed if p not in RESUMABLE_FIELDS)
   if refused:
@@ -242,6 +245,25 @@ def check_resume_overrides(old: 'TrainConfig', new: 'TrainConfig') -> dict:
         'another run); start a new run with --name instead. A resume may '
         f'change: {sorted(RESUMABLE_FIELDS)}')
   return changed
+
+
+def resume_config(data: dict, overrides: dict[str, Any]
+                  ) -> tuple['TrainConfig', dict]:
+  """The config a --resume launches, from the run's stored config.json
+  (`data`) and the command line's `overrides`, validated once as a whole,
+  and the fields it changes, {path: (old, new)}. The stored values are not
+  validated on their own: a run written before a check was added resumes
+  once an override mends what the check refuses. Raises ConfigError naming
+  an unknown field, a field a resume may not change (before the values are
+  validated together), or a value the merged config refuses."""
+  before = stored_fields(data)
+  defaults = leaf_fields(config_class(data)())
+  after = dict(before)
+  for path, value in overrides.items():
+    _check_known(path, defaults)
+    after[path] = parse_value(path, value, defaults[path])
+  changed = check_resume_overrides(before, after)
+  return from_dict(data, overrides), changed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,8 +341,7 @@ def config_class(data: dict):
   return AILTrainConfig if 'ail' in data else TrainConfig
 
 
-def from_dict(data: dict) -> TrainConfig:
-  """Inverse of to_dict, re-validating every field."""
+def _flatten(data: dict) -> dict:
   if not isinstance(data, dict):
     raise ConfigError(f'a config must be a JSON object of fields, got '
                       f'{type(data).__name__}')
@@ -333,7 +354,37 @@ def from_dict(data: dict) -> TrainConfig:
       else:
         flat[prefix + k] = v
   walk(data, '')
+  return flat
+
+
+def stored_fields(data: dict) -> dict[str, Any]:
+  """A to_dict() result as leaf_fields() would list it, without validating
+  the values together: a run's config.json written before a check was
+  added still reads, so a resume can name what it changes."""
+  flat = _flatten(data)
+  defaults = leaf_fields(config_class(data)())
+  out = dict(defaults)
+  for path, value in flat.items():
+    _check_known(path, defaults)
+    out[path] = parse_value(path, value, defaults[path])
+  return out
+
+
+def from_dict(data: dict, overrides: dict[str, Any] | None = None
+              ) -> TrainConfig:
+  """Inverse of to_dict, re-validating every field. `overrides` (dotted
+  paths) replace stored values before the one validation, so an override
+  can mend a stored config that a later version's checks refuse."""
+  flat = _flatten(data)
+  flat.update(overrides or {})
   return apply_overrides(config_class(data)(), flat)
+
+
+def _check_known(path: str, known: dict) -> None:
+  if path not in known:
+    close = [k for k in known if k.split('.')[-1] == path.split('.')[-1]]
+    hint = f'; did you mean {close}?' if close else ''
+    raise ConfigError(f'unknown config field {path!r}{hint}')
 
 
 def apply_overrides(cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
@@ -341,10 +392,7 @@ def apply_overrides(cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
   known = leaf_fields(cfg)
   typed = {}
   for path, value in overrides.items():
-    if path not in known:
-      close = [k for k in known if k.split('.')[-1] == path.split('.')[-1]]
-      hint = f'; did you mean {close}?' if close else ''
-      raise ConfigError(f'unknown config field {path!r}{hint}')
+    _check_known(path, known)
     typed[path] = parse_value(path, value, known[path])
   return mpo_config.replace(cfg, typed)
 

@@ -383,6 +383,23 @@ def _returns(arrays, reward, starts, episode_index, source) -> np.ndarray:
   return returns
 
 
+def _check_terminals_end_episodes(discount: np.ndarray, starts: np.ndarray,
+                                  episode_index: np.ndarray,
+                                  source: str) -> None:
+  """A discount of 0 marks a terminal state: nothing follows it in its
+  episode. Mid-episode, it would silently drop AIRL's h(s') and the
+  bootstrap of that step."""
+  last = np.zeros(len(discount), bool)
+  last[np.append(starts[1:], len(discount)) - 1] = True
+  bad = np.flatnonzero((discount == 0) & ~last)
+  if bad.size:
+    row = int(bad[0])
+    _fail(source, DISCOUNTS,
+          f'expected 0 (a terminal state) only on an episode\'s last row, '
+          f'found it at row {row}, mid-way through episode '
+          f'{episode_index[row]}.')
+
+
 def _validate(arrays: Mapping[str, np.ndarray], source: str, *,
               observation_dim: int, action_dim: int,
               keys: Optional[Sequence[tuple[str, int]]]) -> Demonstrations:
@@ -417,6 +434,7 @@ def _validate(arrays: Mapping[str, np.ndarray], source: str, *,
   _check_range(discount, 0.0, 1.0, source, DISCOUNTS)
   episode_index, step_index = indices[EPISODE_INDEX], indices[STEP_INDEX]
   starts = _episode_starts(episode_index, step_index, source)
+  _check_terminals_end_episodes(discount, starts, episode_index, source)
   _check_chain(observation, next_observation, episode_index, next_layout,
                source)
   returns = _returns(arrays, reward, starts, episode_index, source)

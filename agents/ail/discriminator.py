@@ -319,10 +319,12 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
     z_a = logits(cfg, params, normalizer, agent, log_pi_agent, gamma)
     ll = logistic_loss(z_e, z_a)
     if use_penalty:
-      # On the score, not the logit: log π is not a function of the
-      # discriminator's input. Interpolated pairs of unrelated transitions
-      # have no terminal flag of their own, so h(s') always counts (d = 1),
-      # which keeps h smooth at every s' the penalty visits.
+      # On the score, not the logit: the penalty regularises the
+      # discriminator's parameters, and log π has none (Acme differentiates
+      # the whole logit, log π's input gradient included). Interpolated
+      # pairs of unrelated transitions have no terminal flag of their own,
+      # so h(s') always counts (d = 1), which keeps h smooth at every s'
+      # the penalty visits.
       def fn(x):
         s, a, s_next = _split_inputs(x, obs_dim, act_dim)
         return _score_normalized(cfg, params, s, a, s_next,

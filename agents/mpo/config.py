@@ -375,10 +375,14 @@ class MPOConfig:
     _int_at_least(o, 'mog_num_components', self.mog_num_components, 1)
     _positive(o, 'mog_init_scale', self.mog_init_scale)
     _int_at_least(o, 'mog_num_value_samples', self.mog_num_value_samples, 1)
-    if self.epsilon >= math.log(self.num_samples):
-      _fail(o, 'epsilon', f'a value < log(num_samples) = '
-            f'{math.log(self.num_samples):.3f} (the largest KL a reweighting '
-            'of num_samples actions can reach)', self.epsilon)
+    # The action penalty's temperature solves the same dual over the same
+    # samples, so its bound is the same.
+    for f in ('epsilon', 'epsilon_penalty'):
+      if getattr(self, f) >= math.log(self.num_samples):
+        _fail(o, f, f'a value < log(num_samples) = '
+              f'{math.log(self.num_samples):.3f} (the largest KL a '
+              'reweighting of num_samples actions can reach)',
+              getattr(self, f))
     if not (isinstance(self.discount, (int, float)) and 0 <= self.discount <= 1):
       _fail(o, 'discount', 'a number in [0, 1]', self.discount)
     _int_at_least(o, 'n_step', self.n_step, 1)

@@ -273,6 +273,16 @@ def test_discount_out_of_range(tmp_path):
   assert "'discounts'" in message and 'row 2' in message
 
 
+def test_a_terminal_state_mid_episode_is_refused(tmp_path):
+  arrays = _arrays()  # two episodes of five rows
+  arrays['discounts'][[4, 9]] = 0.0  # each episode may end terminal
+  _load(_write(tmp_path, arrays, 'ends.npz'))
+  arrays['discounts'][6] = 0.0
+  message = _error(_write(tmp_path, arrays))
+  assert "'discounts'" in message and 'row 6' in message, message
+  assert 'episode 11' in message, message
+
+
 def test_missing_array(tmp_path):
   arrays = _arrays()
   del arrays['rewards']

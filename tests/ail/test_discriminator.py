@@ -1,5 +1,6 @@
 """GAIL / AIRL discriminator: losses, rewards, updates against hand values."""
 
+import dataclasses
 import math
 
 import jax
@@ -552,6 +553,37 @@ def test_update_penalty_is_on_score_of_flat_inputs(kind, reward, inp):
       float(m['logistic_loss']) + lam * float(want), rel=1e-5)
   # The key advances, so the next step interpolates elsewhere.
   assert not np.array_equal(new.key, state.key)
+
+
+def test_penalty_with_normalisation_is_in_the_normalised_coordinates():
+  # The score sees normalised, clipped observations under the normaliser
+  # updated with this batch; the penalty's interpolation and gradient norm
+  # are taken there, where a unit gradient means the same for every task.
+  cfg = _plain_cfg(kind='airl', reward='f', input='state_action',
+                   gradient_penalty=1.0, normalize_inputs=True,
+                   normalizer_clip=5.0)
+  state = disc.init(cfg, 3, 2, 0)
+  expert = _batch(jax.random.PRNGKey(0), 8, 10.0, std=4.0)
+  agent = _batch(jax.random.PRNGKey(1), 8, -10.0, std=4.0)
+  log_pi = jnp.zeros((8,))
+  new, m = disc.update(cfg, state, expert, agent, log_pi, log_pi, 0.99)
+  plain = dataclasses.replace(cfg, normalize_inputs=False)
+
+  def fn(x):
+    t = disc.Transitions(x[:, :3], x[:, 3:5], x[:, 5:], jnp.ones(x.shape[0]))
+    return disc.score(plain, state.params, None, t, 0.99)
+
+  def flat(t, norm):
+    scale = (lambda o: disc.normalize(norm, o, 5.0)) if norm else (
+        lambda o: o)
+    return jnp.concatenate(
+        [scale(t.observation), t.action, scale(t.next_observation)], -1)
+  _, key = jax.random.split(state.key)
+  want = disc.gradient_penalty(fn, flat(expert, new.normalizer),
+                               flat(agent, new.normalizer), key)
+  raw = disc.gradient_penalty(fn, flat(expert, None), flat(agent, None), key)
+  assert float(m['gradient_penalty']) == pytest.approx(float(want), rel=1e-5)
+  assert abs(float(raw) - float(want)) > 0.05 * float(want)
 
 
 def test_score_sees_clipped_normalised_observations():

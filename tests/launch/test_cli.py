@@ -289,6 +289,46 @@ def test_show_config_of_a_run_shows_its_config_and_refuses_bad_overrides(
   assert open(rd.config).read() == before
 
 
+def _stored_before_a_new_check(rd):
+  """Rewrites the run's config.json as an earlier version could have: an
+  actor refresh period longer than an actor's share of the budget, which
+  TrainConfig has refused since 9564dfb."""
+  data = json.load(open(rd.config))
+  data['actor_update_period'] = data['env_step_budget'] + 1
+  with open(rd.config, 'w') as f:
+    json.dump(data, f)
+  with pytest.raises(config_lib.ConfigError):
+    config_lib.from_dict(data)
+  return data
+
+
+def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
+    capsys, tmp_path):
+  rd = _fake_run(tmp_path)
+  data = _stored_before_a_new_check(rd)
+  before = open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'TrainConfig.actor_update_period' in err, err
+  assert '--<field>=<value>' in err, err
+  rc = cli.main(['train', '--resume', rd.root, '--show_config',
+                 '--actor_update_period=100'])
+  assert rc == cli.EXIT_OK
+  assert '--actor_update_period=100' in capsys.readouterr().out
+  # A field a resume may not change is still refused by name, before the
+  # stored values are validated together.
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--seed=3')
+  assert rc == cli.EXIT_BAD_INPUT and "'seed'" in err, err
+  assert open(rd.config).read() == before
+  # The launch's history names the change from the stored value.
+  cfg = config_lib.from_dict(data, {'actor_update_period': '100'})
+  cli.record_config_history(rd, cfg, resume=True)
+  line = json.loads(open(os.path.join(rd.root,
+                                      'config_history.jsonl')).read())
+  assert line['changed'] == {'actor_update_period': {
+      'from': data['env_step_budget'] + 1, 'to': 100}}
+
+
 @pytest.mark.parametrize('override, field', [
     ('--env=walker:walk', 'env'),
     ('--seed=3', 'seed'),
@@ -508,3 +548,32 @@ def test_importing_the_code_starts_no_jax_backend():
   r = _fresh_python(code, timeout=180)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.strip().endswith('ok')
+
+
+def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
+                                                                 tmp_path):
+  cfg = config_lib.apply_overrides(named.tiny(), {
+      'mpo.policy_optimizer.schedule': 'cosine',
+      'mpo.policy_optimizer.final_fraction': '0.1'})
+  steps = cli.expected_updates(cfg)['mpo']
+  assert steps == pytest.approx(
+      (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert /
+      cfg.mpo.batch_size)
+  assert cfg.mpo.schedule_horizon > 2 * steps
+  note = cli.schedule_note(cfg)
+  assert 'mpo.policy_optimizer.schedule=cosine' in note, note
+  assert f'{100 * steps / cfg.mpo.schedule_horizon:.0f}% of its way' in note
+  short = config_lib.apply_overrides(
+      cfg, {'mpo.schedule_horizon': str(int(steps // 4))})
+  assert 'reaches its final value' in cli.schedule_note(short)
+  fits = config_lib.apply_overrides(
+      cfg, {'mpo.schedule_horizon': str(int(steps))})
+  assert cli.schedule_note(fits) is None
+  assert cli.schedule_note(named.tiny()) is None  # constant rates
+  # Printed by a launch, before anything is written.
+  rc = cli.main(['train', '--config', 'configs/mpo.py:tiny', '--runs_root',
+                 str(tmp_path), '--show_config',
+                 '--mpo.policy_optimizer.schedule=cosine'])
+  assert rc == cli.EXIT_OK
+  assert 'note: mpo.policy_optimizer.schedule=cosine' in (
+      capsys.readouterr().err)

@@ -240,3 +240,22 @@ def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
                        ('logit', 'no fixed sign')]:
     other = config_lib.apply_overrides(cfg, {'ail.reward': reward})
     assert says in cli.terminal_note(record, other)
+
+
+def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
+  from configs import ail as named_ail
+  cfg = named_ail.gail_cartpole()
+  got = cli.expected_updates(cfg)
+  rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
+  assert got['mpo'] * cfg.mpo.batch_size + got['ail'] * cfg.ail.batch_size \
+      == pytest.approx(rows)
+  assert got['mpo'] / got['ail'] == pytest.approx(
+      cfg.ail.generator_steps_per_round /
+      cfg.ail.discriminator_steps_per_round)
+  # A discriminator schedule is held against discriminator steps.
+  sched = config_lib.apply_overrides(cfg, {
+      'ail.discriminator_optimizer.schedule': 'linear',
+      'ail.schedule_horizon': str(int(got['ail'] * 3))})
+  note = cli.schedule_note(sched)
+  assert 'ail.discriminator_optimizer.schedule=linear' in note, note
+  assert 'ends 33% of its way' in note, note

@@ -11,6 +11,8 @@ BAD = [
     ('epsilon_mean', 0, 'MPOConfig.epsilon_mean'),
     ('epsilon_stddev', float('nan'), 'MPOConfig.epsilon_stddev'),
     ('epsilon_penalty', -1.0, 'MPOConfig.epsilon_penalty'),
+    ('epsilon_penalty', 3.0, 'epsilon_penalty: expected a value < '
+     'log\\(num_samples\\)'),
     ('num_samples', 1, 'MPOConfig.num_samples'),
     ('batch_size', 0, 'MPOConfig.batch_size'),
     ('batch_size', 2.5, 'MPOConfig.batch_size'),
