@@ -79,9 +79,7 @@ def test_learner_node_is_a_variable_source_and_saveable(tmp_path):
   assert isinstance(node, core.Saveable)
   (policy,) = node.get_variables(['policy'])
   want = learner_lib.init(tc.mpo, dims, seed=tc.seed).policy
-  for a, b in zip(jax.tree_util.tree_leaves(policy),
-                  jax.tree_util.tree_leaves(want)):
-    np.testing.assert_array_equal(a, b)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, policy, want)
   with pytest.raises(KeyError, match='policy'):
     node.get_variables(['critic'])
   # An actor fetching through the interface acts with those parameters.

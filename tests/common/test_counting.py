@@ -1,6 +1,7 @@
 """The global counter: counts and wall time survive save/restore."""
 
 import json
+import os
 
 import pytest
 
@@ -80,15 +81,25 @@ def test_rates_use_global_elapsed_time():
   assert r == {'env_steps_per_s': 100.0, 'learner_steps_per_s': 10.0}
 
 
-def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path):
+def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path,
+                                                          monkeypatch):
   path = tmp_path / 'counter.json'
   c = counting.Counter(str(path))
   c.increment(env_steps=3)
   c.save()
-  with pytest.raises(TypeError):
-    counting.write_json_atomic(str(path), {'x': object()})
+  c.increment(env_steps=4)
+
+  def disk_fails(fd):
+    raise OSError(28, 'No space left on device')
+  # The new contents are written to a temporary file before fsync fails.
+  monkeypatch.setattr(os, 'fsync', disk_fails)
+  with pytest.raises(OSError):
+    c.save()
+  monkeypatch.undo()
   assert json.loads(path.read_text())['counts']['env_steps'] == 3
   assert [p.name for p in tmp_path.iterdir()] == ['counter.json']
+  c.save()
+  assert json.loads(path.read_text())['counts']['env_steps'] == 7
 
 
 def test_rounds_never_reset_a_count_or_the_clock(tmp_path):

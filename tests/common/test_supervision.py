@@ -138,13 +138,17 @@ def test_death_watch_names_the_first_process_to_end(tmp_path):
   try:
     assert _wait(lambda: len(watch._known) == 2)  # pylint: disable=protected-access
     assert watch.first() is None
-    nodes['replay'].kill()
-    nodes['replay'].wait()
-    time.sleep(0.2)
-    nodes['learner'].kill()
-    nodes['learner'].wait()
+    # The higher pid ends first: the processes are learned, and their
+    # pidfds registered, in pid order, so a watch that reported deaths in
+    # that order (not as they happen) would name the other one.
+    first, second = sorted(nodes, key=lambda n: -nodes[n].pid)
+    nodes[first].kill()
+    nodes[first].wait()
+    assert _wait(lambda: len(watch.ended) == 1)
+    nodes[second].kill()
+    nodes[second].wait()
     assert _wait(lambda: len(watch.ended) == 2)
-    assert watch.first() == (nodes['replay'].pid, 'replay')
+    assert watch.first() == (nodes[first].pid, first)
   finally:
     watch.stop()
     for p in nodes.values():

@@ -40,14 +40,24 @@ def learner_steps(run_dir):
     return 0
 
 
-def wait_for_learner_steps(run_dir, steps, timeout=120.0):
+def wait_for_learner_steps(run_dir, steps, timeout=120.0, proc=None):
   """Waits until the program on run_dir has made more than `steps` learner
-  steps (or `timeout` passes); returns the last count seen."""
+  steps; returns the count seen. Fails, naming the count reached, if
+  `timeout` passes first or `proc` (the started `tandem`) exits: a test
+  that went on to signal the program would fail later, blaming the stop."""
   import time
   deadline = time.time() + timeout
   while learner_steps(run_dir) <= steps and time.time() < deadline:
+    if proc is not None and proc.poll() is not None:
+      break
     time.sleep(0.2)
-  return learner_steps(run_dir)
+  seen = learner_steps(run_dir)
+  assert seen > steps, (
+      f'the program on {run_dir} made {seen} learner steps, not more than '
+      f'{steps}, before ' + ('it exited' if proc is not None and
+                              proc.poll() is not None else
+                              f'{timeout:.0f} s passed'))
+  return seen
 
 
 def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120):
@@ -55,7 +65,7 @@ def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120):
   than `steps` learner steps; waits up to `timeout` s for it to exit, checks
   it exited 130 (interrupted, resumable) and returns its (stdout, stderr)."""
   import signal
-  wait_for_learner_steps(run_dir, steps)
+  wait_for_learner_steps(run_dir, steps, proc=proc)
   proc.send_signal(signal.SIGINT)
   out, err = proc.communicate(timeout=timeout)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]

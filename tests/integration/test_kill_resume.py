@@ -37,8 +37,9 @@ def _monotone(run_dir):
     if not name.endswith('.csv'):
       continue
     rows = logs.read_csv(os.path.join(run_dir, 'logs', name))
-    env = [r['env_steps'] for r in rows]
-    assert env == sorted(env), f'{name}: env_steps go back'
+    for key in ('env_steps', 'elapsed_s'):
+      values = [r[key] for r in rows]
+      assert values == sorted(values), f'{name}: {key} go back'
     if name == 'learner.csv':
       steps = [r['learner_steps'] for r in rows]
       assert all(b > a for a, b in zip(steps, steps[1:])), \

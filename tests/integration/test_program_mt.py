@@ -6,7 +6,9 @@ import tempfile
 import time
 
 from absl.testing import absltest
+import jax
 import launchpad as lp
+import numpy as np
 
 from agents.common import replay
 from launch import config as config_lib
@@ -57,8 +59,11 @@ class ProgramTest(absltest.TestCase):
     assert table_size() > size_before
     assert counter.get_counts()['env_steps'] >= tc.replay_min_size
     # The published policy changed from its initial value.
-    params = learner.get_variables()
-    assert 'torso' in params
+    initial = jax.tree_util.tree_leaves(mpo.learner_template(tc).policy)
+    published = jax.tree_util.tree_leaves(learner.get_variables())
+    assert len(published) == len(initial) > 0
+    assert any(not np.array_equal(a, np.asarray(b))
+               for a, b in zip(published, initial))
     assert os.path.isdir(os.path.join(run_dir, 'logs'))
 
 

@@ -1,6 +1,7 @@
 """Dual optimisation strategies: exact solve, in-graph optimizer steps."""
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +24,11 @@ def test_positive_parameterisation_round_trips_and_has_floor():
     u = duals.inverse_positive(jnp.float32(v), 1e-8)
     assert float(duals.positive(u, 1e-8)) == pytest.approx(v, rel=1e-5)
   assert duals.positive(jnp.float32(-1e4), 1e-8) >= np.float32(1e-8)
+  # Acme's parameterisation: softplus plus the floor (the dual dynamics
+  # depend on it; exp would round-trip as well).
+  for u in (-3.0, 0.0, 2.5):
+    assert float(duals.positive(jnp.float32(u), 1e-3)) == pytest.approx(
+        math.log1p(math.exp(u)) + 1e-3, rel=1e-6)
 
 
 @pytest.mark.parametrize('penalty_start, want', [(0.0, 3.0), (7.0, 7.0)])

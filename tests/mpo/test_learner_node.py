@@ -50,9 +50,8 @@ def test_actors_get_the_policy_acting_policy_names(tmp_path, acting):
   (served,) = node.get_variables(['policy'])
   for got, expected in ((served, want), (node.get_variables(), want),
                         (mpo_program.policy_of(tc, state), want)):
-    for a, b in zip(jax.tree_util.tree_leaves(got),
-                    jax.tree_util.tree_leaves(expected)):
-      np.testing.assert_array_equal(a, b)
+    # tree_map also fails on a differing structure (an empty tree too).
+    jax.tree_util.tree_map(np.testing.assert_array_equal, got, expected)
   assert not np.array_equal(state.policy['mean']['w'],
                             state.target_policy['mean']['w'])
 
@@ -108,9 +107,8 @@ def test_after_finish_the_learner_takes_no_update(tmp_path):
   path = node.finish()
   served = node.get_variables()
   assert node.step() is None and node.get_steps() == k
-  for a, b in zip(jax.tree_util.tree_leaves(served),
-                  jax.tree_util.tree_leaves(node.get_variables())):
-    np.testing.assert_array_equal(a, b)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, served,
+                         node.get_variables())
   assert path == checkpointing.numbered_path(
       RunDir(str(tmp_path)).learner_checkpoints, k)
   assert node.save_checkpoint() == path  # the stop path's: the same step
