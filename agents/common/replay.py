@@ -259,13 +259,15 @@ class _RowAdder:
     self._ensure_writer()
     if self._has_pending():
       raise ValueError('add_first called before the previous episode ended')
-    self._obs = np.asarray(timestep.observation)
+    # Copies: rows are written up to n steps later, and an environment may
+    # reuse its observation buffer (flatten_observation returns a view).
+    self._obs = np.array(timestep.observation)
 
   def add(self, action, next_timestep: dm_env.TimeStep, extras=()) -> None:
     del extras
     if self._obs is None:
       raise ValueError('add called before add_first')
-    next_obs = np.asarray(next_timestep.observation)
+    next_obs = np.array(next_timestep.observation)
     last = next_timestep.last()
     self._on_step(action, float(next_timestep.reward),
                   float(next_timestep.discount), next_obs, last)
@@ -506,6 +508,11 @@ class BatchStream:
     except queue.Empty:
       return None
 
-  def close(self, timeout: float = 5.0) -> None:
+  def close(self, timeout: float = 1.0) -> None:
+    """Ends the thread: within _POLL_MS while the server answers. At a
+    program's stop the replay node usually goes first, and the thread then
+    stays blocked in Reverb's client however long it is given (it is a
+    daemon: the process exits regardless); a 5 s wait here was 5 s added to
+    every learner's stop."""
     self._closed.set()
     self._thread.join(timeout)

@@ -313,9 +313,9 @@ def _run_episode(env, actor, record: bool):
     if timestep is None:
       return None
     total += float(timestep.reward)
-    if record:
-      steps.append((obs, action, timestep.reward, timestep.discount,
-                    timestep.observation))
+    if record:  # copies: an environment may refill one buffer in place
+      steps.append((np.array(obs), action, timestep.reward,
+                    timestep.discount, np.array(timestep.observation)))
   return total, steps
 
 

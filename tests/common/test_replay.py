@@ -46,6 +46,45 @@ def _fifo_table(name, signature):
       rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
+def test_an_environment_that_reuses_its_observation_buffer_writes_true_rows():
+  # The adder holds observations for up to n steps; one env that refills a
+  # single array in place (as a flattened view can be) must write the rows
+  # one that allocates per step does.
+  server = reverb.Server([
+      _fifo_table(t, {replay.COLUMN: tf_spec(LAYOUT.width)})
+      for t in ('fresh', 'reused')])
+  client = reverb.Client(f'localhost:{server.port}')
+  steps, actions = _episode(np.random.default_rng(4), 6, True)
+  buf = np.empty(3, np.float32)
+  for table, reuse in (('fresh', False), ('reused', True)):
+    adder = replay.NStepAdder(client, LAYOUT, n_step=3, discount=0.9,
+                              table=table)
+
+    def seen(ts):
+      if not reuse:
+        return ts
+      buf[:] = ts.observation
+      return ts._replace(observation=buf)
+    adder.add_first(seen(steps[0]))
+    for a, ts in zip(actions, steps[1:]):
+      adder.add(a, seen(ts))
+    adder.close()
+  rows = {}
+  for table in ('fresh', 'reused'):
+    ds = reverb.TrajectoryDataset.from_table_signature(
+        server_address=f'localhost:{server.port}', table=table,
+        max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
+    rows[table] = np.stack([s.data[replay.COLUMN] for s in
+                            ds.take(6).as_numpy_iterator()])
+  server.stop()
+  np.testing.assert_array_equal(rows['reused'], rows['fresh'])
+
+
+def tf_spec(width):
+  import tensorflow as tf
+  return tf.TensorSpec([width], tf.float32)
+
+
 def test_layout_pack_unpack_round_trip():
   rng = np.random.default_rng(0)
   obs, next_obs = rng.normal(size=(2, 3)).astype(np.float32)
