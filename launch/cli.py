@@ -50,7 +50,9 @@ def _program(command: str):
 
 
 def _check_kind(cfg, command: str, where: str) -> None:
-  ail = isinstance(cfg, config_lib.AILTrainConfig)
+  """cfg: a config, or its class."""
+  cls = cfg if isinstance(cfg, type) else type(cfg)
+  ail = issubclass(cls, config_lib.AILTrainConfig)
   if command == 'train-ail' and not ail:
     raise UsageError(f'{where}: an MPO config; train it with tandem train')
   if command == 'train' and ail:
@@ -120,15 +122,18 @@ def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
     data = _read_run_json(cfg_path, f'--resume {args.resume}')
+    _check_kind(config_lib.config_class(data), command,
+                f'--resume {args.resume}')
     try:
       resumed, changed = config_lib.resume_config(data, overrides)
-    except ConfigError as e:
+    except config_lib.StoredConfigError as e:
       raise UsageError(
-          f'--resume {args.resume}: config.json with this command\'s '
-          f'overrides is invalid: {e}. A run written by an earlier version '
-          'may need an override of the field named (--<field>=<value>)'
-      ) from e
-    _check_kind(resumed, command, f'--resume {args.resume}')
+          f'--resume {args.resume}: config.json fails a check of this '
+          f'version of Tandem: {e}. If that field is one a resume may change '
+          f'({", ".join(sorted(config_lib.RESUMABLE_FIELDS))}), add '
+          '--<field>=<value> with a value it accepts; otherwise resume with '
+          'the code the run was started with (its commit is in '
+          'config_history.jsonl)') from e
     _check_replay_changes(changed, resumed, os.path.abspath(args.resume),
                           getattr(args, 'drop_replay', False))
     cfg = resumed
@@ -316,23 +321,26 @@ def expected_updates(cfg) -> dict:
 
 def schedule_note(cfg) -> Optional[str]:
   """A warning when a learning-rate schedule's horizon is far from the
-  updates the budget pays for: with a horizon twice as long, the rate never
-  gets halfway to its final value; with one half as long, it sits at its
+  updates the budget pays for: with a horizon twice as long, the run ends
+  before half the schedule; with one half as long, the rate sits at its
   final value for more than half the run. The horizon is fixed for the run
   (in its checkpoint), so a resume that extends the budget warns too."""
   updates = expected_updates(cfg)
   notes = []
-  for path, kind in config_lib.leaf_fields(cfg).items():
+  fields = config_lib.leaf_fields(cfg)
+  for path, kind in fields.items():
     if not path.endswith('.schedule') or kind == 'constant':
       continue
+    if fields[path[:-len('schedule')] + 'final_fraction'] == 1.0:
+      continue  # it ends where it starts: a constant rate
     group = path.split('.')[0]
     horizon = getattr(cfg, group).schedule_horizon
     steps = updates[group]
     if horizon > 2 * steps:
       notes.append(f'{path}={kind} runs over {group}.schedule_horizon='
                    f'{horizon} steps, but the budget pays for about '
-                   f'{steps:.0f}: it ends {100 * steps / horizon:.0f}% of '
-                   'its way')
+                   f'{steps:.0f}: the run ends {100 * steps / horizon:.0f}% '
+                   'of the way through it')
     elif horizon < steps / 2:
       notes.append(f'{path}={kind} reaches its final value at '
                    f'{group}.schedule_horizon={horizon} steps, '

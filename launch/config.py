@@ -247,6 +247,11 @@ def check_resume_overrides(old: 'TrainConfig | dict',
   return changed
 
 
+class StoredConfigError(ConfigError):
+  """A run's stored config.json fails a check of this version (a field it
+  does not know, or a value a check added since refuses)."""
+
+
 def resume_config(data: dict, overrides: dict[str, Any]
                   ) -> tuple['TrainConfig', dict]:
   """The config a --resume launches, from the run's stored config.json
@@ -255,15 +260,28 @@ def resume_config(data: dict, overrides: dict[str, Any]
   validated on their own: a run written before a check was added resumes
   once an override mends what the check refuses. Raises ConfigError naming
   an unknown field, a field a resume may not change (before the values are
-  validated together), or a value the merged config refuses."""
-  before = stored_fields(data)
+  validated together), or a value the merged config refuses; a
+  StoredConfigError when the stored config is at fault."""
+  try:
+    before = stored_fields(data)
+  except ConfigError as e:
+    raise StoredConfigError(str(e)) from e
   defaults = leaf_fields(config_class(data)())
   after = dict(before)
   for path, value in overrides.items():
     _check_known(path, defaults)
     after[path] = parse_value(path, value, defaults[path])
   changed = check_resume_overrides(before, after)
-  return from_dict(data, overrides), changed
+  try:
+    return from_dict(data, overrides), changed
+  except ConfigError as e:
+    try:
+      from_dict(data)
+    except ConfigError as alone:
+      if str(alone) == str(e):  # the overrides left the fault as it was
+        raise StoredConfigError(str(e)) from e
+      raise ConfigError(f'{e} (and config.json alone fails: {alone})') from e
+    raise  # the overrides are at fault
 
 
 @dataclasses.dataclass(frozen=True)

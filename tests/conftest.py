@@ -34,11 +34,14 @@ def _share_compilations():
   os.environ['JAX_COMPILATION_CACHE_DIR'] = path
   # Entries for compiles that take at least this long (the default is 1 s).
   os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0.5')
+  if 'jax' in sys.modules:  # read the variables already (pytest.main from
+    import jax               # a process that had imported it)
+    jax.config.update('jax_compilation_cache_dir', path)
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', float(
+        os.environ['JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS']))
   return path
 
 
-# Before anything imports jax, which reads these variables once.
-assert 'jax' not in sys.modules, 'tests/conftest.py must run before jax loads'
 _XLA_CACHE = _share_compilations()
 
 

@@ -377,7 +377,8 @@ class MPOConfig:
     _int_at_least(o, 'mog_num_value_samples', self.mog_num_value_samples, 1)
     # The action penalty's temperature solves the same dual over the same
     # samples, so its bound is the same.
-    for f in ('epsilon', 'epsilon_penalty'):
+    for f in ('epsilon', 'epsilon_penalty')[
+        :2 if self.action_penalization else 1]:
       if getattr(self, f) >= math.log(self.num_samples):
         _fail(o, f, f'a value < log(num_samples) = '
               f'{math.log(self.num_samples):.3f} (the largest KL a '

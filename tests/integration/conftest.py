@@ -52,6 +52,8 @@ def wait_for_learner_steps(run_dir, steps, timeout=120.0, proc=None):
       break
     time.sleep(0.2)
   seen = learner_steps(run_dir)
+  if seen <= steps:  # leave no program running for the rest of the session
+    stop_program(run_dir, proc)
   assert seen > steps, (
       f'the program on {run_dir} made {seen} learner steps, not more than '
       f'{steps}, before ' + ('it exited' if proc is not None and
@@ -70,6 +72,19 @@ def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120):
   out, err = proc.communicate(timeout=timeout)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]
   return out, err
+
+
+def stop_program(run_dir, proc=None):
+  """Kills `proc` (a started `tandem`) and every process of the program on
+  run_dir, so a failed test leaves nothing running."""
+  if proc is not None and proc.poll() is None:
+    proc.kill()
+    proc.wait()
+  for pid in processes_mentioning(run_dir):
+    try:
+      psutil.Process(pid).kill()
+    except psutil.NoSuchProcess:
+      pass
 
 
 def processes_mentioning(text):

@@ -50,6 +50,7 @@ class AILProgramTest(absltest.TestCase):
     k = tc.mpo.sgd_steps_per_call
     calls_per_round = d // tc.ail.discriminator_steps_per_call + g // k
     seen = []
+    counter.get_counts()  # the counter node is up, its clock running
     loop_start = time.monotonic()
     for _ in range(2 * calls_per_round):
       self.assertIsNotNone(learner.step(60.0), 'no batch from replay')

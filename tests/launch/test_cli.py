@@ -320,6 +320,33 @@ def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--seed=3')
   assert rc == cli.EXIT_BAD_INPUT and "'seed'" in err, err
   assert open(rd.config).read() == before
+  # A stored value that a newer check refuses, in a field a resume may not
+  # change: no override can mend it, and the error says so.
+  data = json.load(open(rd.config))
+  data['mpo']['epsilon_penalty'] = 5.0  # above log(num_samples)
+  with open(rd.config, 'w') as f:
+    json.dump(data, f)
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
+                  '--actor_update_period=100')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'MPOConfig.epsilon_penalty' in err, err
+  assert 'the code the run was started with' in err, err
+  # An override that is itself bad is named as such, not blamed on the file.
+  data['mpo']['epsilon_penalty'] = 0.001
+  with open(rd.config, 'w') as f:
+    json.dump(data, f)
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
+                  '--actor_update_period=0')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'TrainConfig.actor_update_period: expected an integer >= 1, got 0' \
+      in err, err
+  assert 'config.json alone fails' in err, err
+  assert 'fails a check of this version' not in err, err
+  # The wrong command is named before any field is.
+  rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--show_config',
+                  '--demos', 'x.npz')
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'an MPO config; train it with tandem train' in err, err
   # The launch's history names the change from the stored value.
   cfg = config_lib.from_dict(data, {'actor_update_period': '100'})
   cli.record_config_history(rd, cfg, resume=True)
@@ -562,7 +589,11 @@ def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
   assert cfg.mpo.schedule_horizon > 2 * steps
   note = cli.schedule_note(cfg)
   assert 'mpo.policy_optimizer.schedule=cosine' in note, note
-  assert f'{100 * steps / cfg.mpo.schedule_horizon:.0f}% of its way' in note
+  assert (f'{100 * steps / cfg.mpo.schedule_horizon:.0f}% of the way '
+          'through it') in note
+  flat = config_lib.apply_overrides(
+      cfg, {'mpo.policy_optimizer.final_fraction': '1.0'})
+  assert cli.schedule_note(flat) is None  # ends where it starts
   short = config_lib.apply_overrides(
       cfg, {'mpo.schedule_horizon': str(int(steps // 4))})
   assert 'reaches its final value' in cli.schedule_note(short)
@@ -573,7 +604,8 @@ def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
   # Printed by a launch, before anything is written.
   rc = cli.main(['train', '--config', 'configs/mpo.py:tiny', '--runs_root',
                  str(tmp_path), '--show_config',
-                 '--mpo.policy_optimizer.schedule=cosine'])
+                 '--mpo.policy_optimizer.schedule=cosine',
+                 '--mpo.policy_optimizer.final_fraction=0.1'])
   assert rc == cli.EXIT_OK
   assert 'note: mpo.policy_optimizer.schedule=cosine' in (
       capsys.readouterr().err)

@@ -255,7 +255,8 @@ def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
   # A discriminator schedule is held against discriminator steps.
   sched = config_lib.apply_overrides(cfg, {
       'ail.discriminator_optimizer.schedule': 'linear',
+      'ail.discriminator_optimizer.final_fraction': '0.5',
       'ail.schedule_horizon': str(int(got['ail'] * 3))})
   note = cli.schedule_note(sched)
   assert 'ail.discriminator_optimizer.schedule=linear' in note, note
-  assert 'ends 33% of its way' in note, note
+  assert '33% of the way through it' in note, note

@@ -145,3 +145,11 @@ def test_resume_refuses_a_changed_init_clip_mode_or_policy_mean(path, value):
   del data['mpo']['init'], data['mpo']['grad_clip_mode']
   del data['mpo']['policy_mean']
   assert launch_config.from_dict(data) == old
+
+
+def test_epsilon_penalty_is_bounded_only_when_the_penalty_acts():
+  with pytest.raises(config.ConfigError, match='epsilon_penalty'):
+    config.replace(config.MPOConfig(), {'epsilon_penalty': 3.5})
+  off = config.replace(config.MPOConfig(), {'action_penalization': False,
+                                            'epsilon_penalty': 3.5})
+  assert off.epsilon_penalty == 3.5
