@@ -235,6 +235,27 @@ def _load_run_config(path: str, named_by: str):
                      f'({e})') from e
 
 
+def _load_run_config_to_read(path: str, named_by: str):
+  """A run's config.json for a command that reads the run without running
+  it (collect): what defines the run (environment, seed, networks, losses)
+  must pass this version's checks; fields a resume may change (budget,
+  actors, periods, replay sizes) are not used, so a value in them that a
+  later check refuses is set aside (to its default) instead of refusing
+  the run."""
+  data = _read_run_json(path, named_by)
+  try:
+    return config_lib.from_dict(data)
+  except ConfigError as e:
+    defaults = config_lib.leaf_fields(config_lib.config_class(data)())
+    try:
+      return config_lib.from_dict(data, {
+          f: defaults[f] for f in config_lib.RESUMABLE_FIELDS
+          if f in defaults})
+    except ConfigError:
+      raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                       f'({e})') from e
+
+
 def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
   """Loads the demonstrations as the learner will, so a file that does not
   fit the environment fails before launch, naming the file and array; on a
@@ -920,7 +941,7 @@ def collect_demos(args) -> int:
   if os.path.lexists(args.out) and not args.overwrite:
     raise UsageError(f'--out {args.out}: the file exists; pick another path, '
                      'or add --overwrite to replace it')
-  cfg = _load_run_config(rd.config, f'--run {args.run}')
+  cfg = _load_run_config_to_read(rd.config, f'--run {args.run}')
   program = _program('train-ail' if isinstance(
       cfg, config_lib.AILTrainConfig) else 'train')
   latest = checkpointing.latest(rd.learner_checkpoints)

@@ -260,3 +260,31 @@ def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
   note = cli.schedule_note(sched)
   assert 'ail.discriminator_optimizer.schedule=linear' in note, note
   assert '33% of the way through it' in note, note
+
+
+def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
+    capsys, tmp_path, monkeypatch):
+  # Collecting uses the environment, seed and networks; an actor refresh
+  # period that TrainConfig has refused since 9564dfb does not matter to it.
+  import json
+  rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
+  data = json.load(open(rd.config))
+  data['actor_update_period'] = data['env_step_budget'] + 1
+  with open(rd.config, 'w') as f:
+    json.dump(data, f)
+  with pytest.raises(config_lib.ConfigError):
+    config_lib.from_dict(data)
+  with pytest.raises(RuntimeError, match='collect was called'):
+    cli.main(['collect-demos', '--run', rd.root, '--episodes', '1',
+              '--out', str(tmp_path / 'x.npz')])
+  assert len(calls) == 1 and calls[0][0] == data['env']
+  # A refused value in what defines the run still stops it, by name.
+  data['mpo']['epsilon'] = 50.0
+  with open(rd.config, 'w') as f:
+    json.dump(data, f)
+  rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
+                  '1', '--out', str(tmp_path / 'y.npz'))
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'config.json is unreadable or invalid' in err, err
+  assert 'MPOConfig.epsilon' in err, err
+  assert len(calls) == 1
