@@ -278,6 +278,8 @@ def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
     cli.main(['collect-demos', '--run', rd.root, '--episodes', '1',
               '--out', str(tmp_path / 'x.npz')])
   assert len(calls) == 1 and calls[0][0] == data['env']
+  assert calls[0][2] == config_lib.from_dict(
+      data, {'actor_update_period': '100'}).mpo  # the run's own networks
   # A refused value in what defines the run still stops it, by name.
   data['mpo']['epsilon'] = 50.0
   with open(rd.config, 'w') as f:
@@ -288,3 +290,51 @@ def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
   assert 'config.json is unreadable or invalid' in err, err
   assert 'MPOConfig.epsilon' in err, err
   assert len(calls) == 1
+
+
+def _stored(tmp_path, cfg, **changes):
+  import json
+  data = config_lib.to_dict(cfg)
+  for path, value in changes.items():
+    d = data
+    *parents, leaf = path.split('.')
+    for p in parents:
+      d = d[p]
+    d[leaf] = value
+  path = tmp_path / 'config.json'
+  path.write_text(json.dumps(data))
+  return str(path), data
+
+
+def test_reading_a_run_sets_aside_stale_plumbing_whatever_its_batch_sizes(
+    tmp_path):
+  from configs import ail as named_ail
+  from configs import mpo as named_mpo
+  # Large batches with the replay sizes they need, and a stale refresh
+  # period: the stand-ins must not trip the batch-size checks themselves.
+  for cfg, changes in (
+      (named_mpo.tiny(), {'mpo.batch_size': 2048}),
+      (named_ail.tiny(), {'ail.batch_size': 2048})):
+    path, data = _stored(tmp_path, cfg, replay_min_size=4096,
+                         actor_update_period=10**9, **changes)
+    with pytest.raises(config_lib.ConfigError):
+      config_lib.from_dict(data)
+    got = cli._load_run_config_to_read(path, '--run x')  # pylint: disable=protected-access
+    assert type(got) is type(cfg)
+    assert (got.env, got.seed) == (cfg.env, cfg.seed)
+    assert config_lib.to_dict(got.mpo) == data['mpo']  # as stored
+    if 'ail' in data:
+      assert config_lib.to_dict(got.ail) == data['ail']
+
+
+def test_reading_a_run_names_what_defines_it_when_that_fails(tmp_path):
+  from configs import ail as named_ail
+  # generator_steps_per_round must be a multiple of sgd_steps_per_call: a
+  # check of the run itself, beside a stale refresh period.
+  path, _ = _stored(tmp_path, named_ail.tiny(), actor_update_period=10**9,
+                    **{'mpo.sgd_steps_per_call': 3})
+  with pytest.raises(cli.UsageError) as err:
+    cli._load_run_config_to_read(path, '--run x')  # pylint: disable=protected-access
+  message = str(err.value)
+  assert message.index('generator_steps_per_round') < message.index(
+      'as stored'), message
