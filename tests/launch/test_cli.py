@@ -13,6 +13,7 @@ from configs import mpo as named
 from launch import cli
 from launch import config as config_lib
 from tests import REPO_ROOT
+from tests.launch import make_config_stale
 
 
 def _main(capsys, *argv):
@@ -289,23 +290,10 @@ def test_show_config_of_a_run_shows_its_config_and_refuses_bad_overrides(
   assert open(rd.config).read() == before
 
 
-def _stored_before_a_new_check(rd):
-  """Rewrites the run's config.json as an earlier version could have: an
-  actor refresh period longer than an actor's share of the budget, which
-  TrainConfig has refused since 9564dfb."""
-  data = json.load(open(rd.config))
-  data['actor_update_period'] = data['env_step_budget'] + 1
-  with open(rd.config, 'w') as f:
-    json.dump(data, f)
-  with pytest.raises(config_lib.ConfigError):
-    config_lib.from_dict(data)
-  return data
-
-
 def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
     capsys, tmp_path):
   rd = _fake_run(tmp_path)
-  data = _stored_before_a_new_check(rd)
+  data = make_config_stale(rd.config)
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config')
   assert rc == cli.EXIT_BAD_INPUT, err

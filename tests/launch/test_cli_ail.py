@@ -8,6 +8,7 @@ import pytest
 from launch import cli
 from launch import config as config_lib
 from tests.integration.demo_data import write_cartpole_demos
+from tests.launch import make_config_stale
 
 
 @pytest.fixture(scope='module')
@@ -268,12 +269,7 @@ def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
   # period that TrainConfig has refused since 9564dfb does not matter to it.
   import json
   rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
-  data = json.load(open(rd.config))
-  data['actor_update_period'] = data['env_step_budget'] + 1
-  with open(rd.config, 'w') as f:
-    json.dump(data, f)
-  with pytest.raises(config_lib.ConfigError):
-    config_lib.from_dict(data)
+  data = make_config_stale(rd.config)
   with pytest.raises(RuntimeError, match='collect was called'):
     cli.main(['collect-demos', '--run', rd.root, '--episodes', '1',
               '--out', str(tmp_path / 'x.npz')])
