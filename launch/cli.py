@@ -247,39 +247,10 @@ def _load_run_config_to_read(path: str, named_by: str):
     return config_lib.from_dict(data)
   except ConfigError as e:
     try:
-      return config_lib.from_dict(data, _plumbing_stand_ins(data))
+      return config_lib.from_dict(data, config_lib.plumbing_stand_ins(data))
     except ConfigError as again:
       raise UsageError(f'{named_by}: config.json is unreadable or invalid '
                        f'({again}; as stored: {e})') from e
-
-
-def _plumbing_stand_ins(data: dict) -> dict:
-  """Values for every field a resume may change that pass the checks they
-  share with the run's defining fields (replay_min_size >= each batch size,
-  a budget that pays for the first update)."""
-  cls = config_lib.config_class(data)
-  defaults = config_lib.leaf_fields(cls())
-  out = {f: defaults[f] for f in config_lib.RESUMABLE_FIELDS
-         if f in defaults}
-  try:
-    stored = config_lib.stored_fields(data)
-  except ConfigError:
-    return out  # the retry names the unknown field
-  ail = cls is config_lib.AILTrainConfig
-  names = ['mpo.batch_size', 'mpo.sgd_steps_per_call'] + (
-      ['ail.batch_size', 'ail.discriminator_steps_per_round'] if ail else [])
-  if not all(isinstance(stored[n], int) for n in names):
-    return out  # the defining fields fail on their own, named by the retry
-  batch = stored['mpo.batch_size']
-  rows = stored['mpo.sgd_steps_per_call'] * batch
-  ail_batch = stored['ail.batch_size'] if ail else 0
-  if ail:
-    rows += stored['ail.discriminator_steps_per_round'] * ail_batch
-  out['replay_min_size'] = max(out['replay_min_size'], batch, ail_batch)
-  out['replay_max_size'] = max(out['replay_max_size'], out['replay_min_size'])
-  out['env_step_budget'] = max(out['env_step_budget'],
-                               out['replay_min_size'] + rows + 1)
-  return out
 
 
 def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:

@@ -35,6 +35,16 @@ def _is_num(v):
       math.isfinite(v)
 
 
+def first_update_rows(mpo: MPOConfig, ail: AILConfig | None = None) -> int:
+  """The replay rows the learner samples up to and including its first
+  policy update: one call of sgd_steps_per_call batches, after (adversarial
+  runs) a round's discriminator steps, which sample first."""
+  rows = mpo.sgd_steps_per_call * mpo.batch_size
+  if ail is not None:
+    rows += ail.discriminator_steps_per_round * ail.batch_size
+  return rows
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   """A distributed MPO run (launch/mpo.py draws the program)."""
@@ -98,9 +108,7 @@ class TrainConfig:
   fault_injection_slow_stop_s: float = 0.0
 
   def rows_to_first_update(self) -> int:
-    """The replay rows the learner samples up to and including its first
-    policy update: one call of sgd_steps_per_call batches."""
-    return self.mpo.sgd_steps_per_call * self.mpo.batch_size
+    return first_update_rows(self.mpo)
 
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
@@ -284,6 +292,34 @@ def resume_config(data: dict, overrides: dict[str, Any]
     raise  # the overrides are at fault
 
 
+def plumbing_stand_ins(data: dict) -> dict:
+  """For a command that reads a run without running it: a value for every
+  field a resume may change, passing the checks those fields share with
+  the stored config's defining parts (replay_min_size >= each batch size,
+  a budget that pays for the first update). The defaults, where those
+  parts fail on their own (from_dict then names them)."""
+  cls = config_class(data)
+  base = cls()
+  defaults = leaf_fields(base)
+  out = {f: defaults[f] for f in RESUMABLE_FIELDS if f in defaults}
+  groups = ('mpo', 'ail') if cls is AILTrainConfig else ('mpo',)
+  try:
+    stored = stored_fields(data)
+    parts = {g: mpo_config.replace(getattr(base, g), {
+        p[len(g) + 1:]: v for p, v in stored.items()
+        if p.startswith(g + '.')}) for g in groups}
+  except ConfigError:
+    return out
+  mpo, ail = parts['mpo'], parts.get('ail')
+  out['replay_min_size'] = max(out['replay_min_size'], mpo.batch_size,
+                               ail.batch_size if ail else 0)
+  out['replay_max_size'] = max(out['replay_max_size'], out['replay_min_size'])
+  out['env_step_budget'] = max(
+      out['env_step_budget'],
+      out['replay_min_size'] + first_update_rows(mpo, ail) + 1)
+  return out
+
+
 @dataclasses.dataclass(frozen=True)
 class AILTrainConfig(TrainConfig):
   """An adversarial imitation run (launch/ail.py): the MPO program's
@@ -299,12 +335,10 @@ class AILTrainConfig(TrainConfig):
   demos: str = ''
 
   def rows_to_first_update(self) -> int:
-    # A round starts with its discriminator steps: they sample first. Read
-    # before this class's own checks: an ail of the wrong type is named by
-    # them, not by an AttributeError here.
-    ail = self.ail if isinstance(self.ail, AILConfig) else None
-    disc = (ail.discriminator_steps_per_round * ail.batch_size) if ail else 0
-    return super().rows_to_first_update() + disc
+    # Read before this class's own checks: an ail of the wrong type is
+    # named by them, not by an AttributeError here.
+    return first_update_rows(
+        self.mpo, self.ail if isinstance(self.ail, AILConfig) else None)
 
   def __post_init__(self):
     super().__post_init__()
