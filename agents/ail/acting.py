@@ -22,6 +22,12 @@ class AILEvaluatorNode(acting.EvaluatorNode):
                segment: int = 1):
     super().__init__(train_config, counter, learner, run_dir, segment)
     self._rewards_fn = None
+    self._discriminator = None
+
+  def _before_episodes(self) -> None:
+    # With the policy, before the episodes: fetched after them, it would be
+    # the learner's of minutes later, newer than the row's counts say.
+    self._discriminator = call(self._learner, 'get_discriminator')
 
   def _episode_metrics(self, episodes: list) -> dict:
     import jax  # on this node's CPU (launch/mpo.py's CPU_ONLY)
@@ -29,7 +35,7 @@ class AILEvaluatorNode(acting.EvaluatorNode):
       cfg, gamma = evaluation_reward(self._tc.ail), self._tc.mpo.discount
       self._rewards_fn = jax.jit(
           lambda params, norm, t: disc.rewards(cfg, params, norm, t, gamma))
-    params, normalizer = call(self._learner, 'get_discriminator')
+    params, normalizer = self._discriminator
     learned = learned_rewards(self._rewards_fn, params, normalizer, episodes)
     return {'learned_return': float(np.mean([r.sum() for r in learned])),
             'learned_reward_mean': float(np.mean(np.concatenate(learned)))}

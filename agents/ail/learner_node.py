@@ -110,6 +110,14 @@ class AILLearnerNode(learner_node.LearnerNode):
             replay.to_windows, layout=self._windows, k=k, b=b),
         rows_per_call=k * b)
 
+  def _count(self, before, **deltas) -> dict:
+    """Adds an update call's steps (and the rounds it completed) to the
+    global counts; called under the lock, as the MPO node's step() does."""
+    deltas['rounds'] = ail_learner.position(
+        self._ail, self._state).round - before.round
+    self._counts = call(self._counter, 'increment', **deltas)
+    return self._counts
+
   def step(self, timeout: float = 1.0) -> Optional[dict]:
     """One update call of the phase the round plan says is next; returns the
     counts after it, or None if no batch arrived in `timeout` seconds."""
@@ -127,7 +135,7 @@ class AILLearnerNode(learner_node.LearnerNode):
         self._state, metrics = self._update_discriminator(
             self._state, windows, self._expert)
         self._publish()
-      deltas = dict(discriminator_steps=k)
+        counts = self._count(before, discriminator_steps=k)
       logger, step_key = self._disc_logger, 'discriminator_steps'
     else:
       k = self._cfg.sgd_steps_per_call
@@ -142,12 +150,8 @@ class AILLearnerNode(learner_node.LearnerNode):
         self._state, metrics = self._update_generator(
             self._state, windows, self._expert)
         self._publish()
-      deltas = dict(learner_steps=k)
+        counts = self._count(before, learner_steps=k)
       logger, step_key = self._logger, 'learner_steps'
-    deltas['rounds'] = ail_learner.position(
-        self._ail, self._state).round - before.round
-    counts = call(self._counter, 'increment', **deltas)
-    self._counts = counts
     metrics = jax.device_get(metrics)
     self._log_call(logger, metrics, counts, step_key)
     if step_key == 'learner_steps':

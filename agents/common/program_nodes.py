@@ -86,12 +86,14 @@ class StepsLimiter:
       logging.info('limiter: budget of %d env steps reached', self._budget)
       try:
         # The learner stops updating first, so what is evaluated is what
-        # the checkpoint holds.
-        checkpoint = call(self._learner, 'finish')
-        final = call(self._evaluator, 'evaluate_now', self._episodes, 'final')
+        # the checkpoint holds; the evaluation's row carries the counts the
+        # checkpoint holds, so a resume past the budget keeps it.
+        done = call(self._learner, 'finish')
+        checkpoint, counts = done['checkpoint'], done['counts']
+        final = call(self._evaluator, 'evaluate_now', self._episodes, 'final',
+                     counts)
         call(self._counter, 'set_extra', finished=True)
         call(self._counter, 'save')
-        counts = call(self._counter, 'get_counts')
       except Stopping:
         return  # stopped during the final steps: no final.json
       files.write_json_atomic(self._rd.final, {

@@ -17,8 +17,10 @@ one factor of γ fewer than the bootstrap needs (Γ = d₀·γd₁·…·γ^{n-1
 (`batches.Windows`), for learners that compute rewards themselves.
 
 Why not Acme's parts: `acme.adders.reverb.NStepTransitionAdder` costs ~138 µs
-a write against ~18 µs for NStepAdder (bench/actor.py: it re-derives the
-structure of five columns on every step); it stays the test oracle. And
+a write against 18–19 µs for NStepAdder at 4 environments per actor, 29–34 at
+one (timed in the actor loop with perf_counter; BENCHMARKS.md, Actor
+throughput: it re-derives the structure of five columns on every step); it
+stays the test oracle. And
 `acme.datasets.reverb.make_reverb_dataset` gives a tf.data pipeline whose
 sampling blocks in the rate limiter with no way to give up, where BatchStream
 must notice a stop request within a second (Launchpad kills nodes that do not
@@ -318,8 +320,8 @@ class NStepAdder(_RowAdder):
     reward   R = r_t + γ d_t r_{t+1} + … + γ^{m-1} d_t…d_{t+m-2} r_{t+m-1}
     discount Γ = γ^{m-1} d_t…d_{t+m-1}   (the learner multiplies by γ once)
 
-  Acme's adder costs ~138 µs a write on this stack against ~18 µs here
-  (bench/actor.py), which is why this one exists; Acme's stays the test
+  Acme's adder costs ~138 µs a write on this stack against 18–34 µs here
+  (module docstring), which is why this one exists; Acme's stays the test
   oracle (tests/common/test_replay.py).
   """
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Optional
 
 import numpy as np
 
@@ -371,12 +372,17 @@ class EvaluatorNode:
     del episodes
     return {}
 
-  def evaluate_now(self, episodes: int = 0, label: str = 'periodic') -> dict:
-    """Evaluates the learner's latest policy; logs and returns the result."""
+  def evaluate_now(self, episodes: int = 0, label: str = 'periodic',
+                   counts: Optional[dict] = None) -> dict:
+    """Evaluates the learner's latest policy; logs and returns the result,
+    under `counts` (the final evaluation's: those of the learner's last
+    checkpoint) or the counter's now."""
     with self._lock:
       self._setup()
-      counts = call(self._counter, 'get_counts')
+      if counts is None:
+        counts = call(self._counter, 'get_counts')
       self._actor.update(wait=True)  # the learner's latest policy
+      self._before_episodes()
       faults_before = self._faults.total
       returns, recorded = run_episodes(
           self._env, self._actor, episodes or self._tc.eval_episodes,
@@ -395,6 +401,10 @@ class EvaluatorNode:
       call(self._counter, 'set_extra', last_eval_return=row['eval_return'],
            last_eval_env_steps=counts['env_steps'])
       return row
+
+  def _before_episodes(self) -> None:
+    """Fetches what `_episode_metrics` needs from the learner, next to the
+    policy (a subclass's hook)."""
 
   def run(self):
     with capture_errors(self._run_dir, 'evaluator'):

@@ -147,15 +147,25 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       self._state = jax.tree_util.tree_map(jax.numpy.asarray, state)
       self._publish()
 
-  def finish(self) -> str:
-    """Takes no more updates and saves a checkpoint; returns its path. The
-    limiter calls it at the budget before the final evaluation: the learner
-    would otherwise go on spending the rate limiter's remaining allowance
-    while the evaluator runs, and the parameters evaluated, checkpointed
-    and named in final.json would differ."""
-    with self._lock:
+  def finish(self) -> dict:
+    """Takes no more updates and saves a checkpoint; returns {'checkpoint':
+    its path, 'counts': the global counts it holds}. The limiter calls it at
+    the budget before the final evaluation: the learner would otherwise go
+    on spending the rate limiter's remaining allowance while the evaluator
+    runs, and the parameters evaluated, checkpointed and named in final.json
+    would differ. The counts are read now (the counter is alive; actors may
+    have added env steps since the last update) and the final evaluation
+    logs them too, so a resume past the budget, which rolls the logs back
+    to the checkpoint's counts, keeps that evaluation's row."""
+    with self._lock:  # after an update in flight has landed its counts
       self._finished = True
-    return self.save_checkpoint()
+      try:
+        self._counts = call(self._counter, 'get_counts')
+      except Stopping:
+        pass  # the program is stopping anyway: the counts last seen
+    path = self.save_checkpoint()
+    return {'checkpoint': path,
+            'counts': checkpointing.read_metadata(path)['counts']}
 
   def get_steps(self) -> int:
     with self._lock:
@@ -167,9 +177,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     with self._lock:
       counts = dict(self._counts)
       if counts:
-        # The counts arrive after the update that produced this state (a
-        # counter call outside the lock): the state's own steps are exact,
-        # so a resume never cuts log rows of work the checkpoint holds.
+        # step() records an update's counts before it lets go of the lock,
+        # so these are the state's; its own steps overwrite them anyway (a
+        # state restored before any update carries the counter's).
         counts.update(self._own_counts(self._state))
       return checkpointing.save_numbered(
           self._run_dir.learner_checkpoints,
@@ -204,9 +214,12 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         return None
       self._state, metrics = self._update(self._state, batch)
       self._publish()
+      # Counted before the lock is let go: a checkpoint (finish() comes from
+      # the limiter's thread) then never pairs this state with the previous
+      # call's counts, which would put this call's log rows past it.
+      counts = call(self._counter, 'increment', learner_steps=k)
+      self._counts = counts
     metrics = jax.device_get(metrics)
-    counts = call(self._counter, 'increment', learner_steps=k)
-    self._counts = counts
     self._log_call(self._logger, metrics, counts, 'learner_steps')
     self._check_stalled(self._stall, metrics['finite'],
                         metrics['learner_steps'])

@@ -78,6 +78,18 @@ def test_resume_continues_counts_and_schedules(runs_root):
   assert second['env_steps'] >= 3000 > first['env_steps']
   assert second['learner_steps'] > first['learner_steps']
   assert second['elapsed_s'] > first['elapsed_s']
+  # A clean finish checkpoints the counts its final evaluation logged, so
+  # the resume keeps that row and no log's env-step axis goes back.
+  assert not os.path.exists(os.path.join(run_dir, 'logs', 'discarded')), \
+      os.listdir(os.path.join(run_dir, 'logs', 'discarded'))
+  evals = logs.read_csv(os.path.join(run_dir, 'logs', 'evaluator.csv'))
+  finals = [r for r in evals if r['final'] == 1]
+  assert [int(r['env_steps']) >= 1500 for r in finals] == [True, True]
+  assert int(finals[0]['env_steps']) <= first['env_steps']
+  for name in ('learner', 'evaluator'):
+    env = [int(r['env_steps'])
+           for r in logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))]
+    assert env == sorted(env), name
 
   rows = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
   resumed = rows[len(rows1):]

@@ -208,6 +208,17 @@ def test_evaluator_reports_only_whole_episodes(program):
   assert read_errors(program.rd) == {}
 
 
+def test_the_final_evaluation_logs_the_counts_it_is_given(program):
+  # The limiter passes the counts of the learner's final checkpoint: a
+  # resume past the budget rolls the logs back to them and keeps the row.
+  program.counter.increment(env_steps=900)
+  given = dict(program.counter.get_counts(), env_steps=700)
+  row = _evaluator(program, _config()).evaluate_now(1, 'final', given)
+  assert row['env_steps'] == 700 and row['final'] == 1
+  row = _evaluator(program, _config()).evaluate_now(1)
+  assert row['env_steps'] == 900 and row['final'] == 0
+
+
 def test_evaluator_gives_up_on_an_environment_that_never_finishes(program):
   tc = _config(max_consecutive_env_faults=1)
   # Every environment faults on its 3rd step: no episode ever completes.
@@ -245,7 +256,10 @@ def test_adversarial_evaluator_scores_only_whole_episodes(program):
   program.learner.get_discriminator = lambda: jax.device_get(
       (disc.init_params(jax.random.PRNGKey(1), tc.ail, OBS, ACT),
        disc.init_normalizer(OBS)))
-  scored = []
+  scored, fetched = [], []
+  get_discriminator = program.learner.get_discriminator
+  program.learner.get_discriminator = lambda: (
+      fetched.append(program.factory.built[-1].steps), get_discriminator())[1]
 
   class Spy(ail_acting.AILEvaluatorNode):
     def _episode_metrics(self, episodes):
@@ -258,3 +272,6 @@ def test_adversarial_evaluator_scores_only_whole_episodes(program):
   assert row['eval_return_min'] == 5.0 and row['eval_env_faults'] == 1
   assert [len(ep['reward']) for ep in scored] == [5, 5]
   assert np.isfinite(row['learned_return'])
+  # The discriminator scoring the row is the one of the row's counts,
+  # fetched with the policy before any episode step.
+  assert fetched == [0]

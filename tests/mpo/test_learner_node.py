@@ -104,7 +104,7 @@ def test_after_finish_the_learner_takes_no_update(tmp_path):
   assert node.step() is not None  # an update happens before finish
   k = tc.mpo.sgd_steps_per_call
   assert node.get_steps() == k
-  path = node.finish()
+  path = node.finish()['checkpoint']
   served = node.get_variables()
   assert node.step() is None and node.get_steps() == k
   jax.tree_util.tree_map(np.testing.assert_array_equal, served,
@@ -112,3 +112,57 @@ def test_after_finish_the_learner_takes_no_update(tmp_path):
   assert path == checkpointing.numbered_path(
       RunDir(str(tmp_path)).learner_checkpoints, k)
   assert node.save_checkpoint() == path  # the stop path's: the same step
+
+
+def test_finish_during_an_update_checkpoints_that_updates_counts(tmp_path):
+  # The limiter's finish() can arrive while an update's counter call is
+  # out. Its checkpoint must hold that call's counts, not the previous
+  # call's: the call's log rows would otherwise lie past the checkpoint on
+  # the env-step axis, and a resume past the budget would set the counter
+  # back behind them and discard the final evaluation's row.
+  import threading
+
+  from agents.common import counting
+  from agents.common import logs
+  counter = counting.Counter()
+  entered, release = threading.Event(), threading.Event()
+
+  class SlowCounter:
+    """Actors add 500 env steps while each learner increment is out."""
+
+    def increment(self, **deltas):
+      entered.set()
+      assert release.wait(20)
+      counter.increment(env_steps=500)
+      return counter.increment(**deltas)
+
+    def __getattr__(self, name):
+      return getattr(counter, name)
+
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  tc = config_lib.apply_overrides(tc, {'learner_log_every': 1})
+  node = LearnerNode(tc, dims, UncontactedReplay(),
+                     CourierClient(SlowCounter()), str(tmp_path))
+  node._batches = _Stream(tc, dims)
+  release.set()
+  assert node.step()['env_steps'] == 500
+  release.clear()
+  entered.clear()
+  stepping = threading.Thread(target=node.step)
+  stepping.start()
+  assert entered.wait(20)
+  done = {}
+  finishing = threading.Thread(target=lambda: done.update(node.finish()))
+  finishing.start()
+  finishing.join(0.5)  # unfixed, finish() saved the stale counts by now
+  release.set()
+  stepping.join(20)
+  finishing.join(20)
+  k = tc.mpo.sgd_steps_per_call
+  rows = logs.read_csv(f'{RunDir(str(tmp_path)).logs}/learner.csv')
+  assert [r['learner_steps'] for r in rows] == list(range(1, 2 * k + 1))
+  assert done['counts']['learner_steps'] == 2 * k
+  assert done['counts']['env_steps'] >= max(r['env_steps'] for r in rows) \
+      == 1000
+  assert checkpointing.read_metadata(done['checkpoint'])['counts'] == \
+      done['counts']
