@@ -11,9 +11,16 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
-	@set -e; py=$$(scripts/find_python310.sh); \
-	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null; then \
-	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV); fi
+	@# A .venv of CPython 3.10 with pip is kept (whichever 3.10 made it); only
+	@# a missing or unusable one needs the finder. A failed `-m venv` (Debian's
+	@# python3.10 without python3.10-venv) leaves no half-made .venv behind.
+	@set -e; \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null \
+	    || ! $(PY) -m pip --version >/dev/null 2>&1; then \
+	  py=$$(scripts/find_python310.sh); \
+	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); \
+	  $$py -m venv $(VENV) || { rm -rf $(VENV); echo "error: $$py -m venv $(VENV) failed;" \
+	    "on Debian/Ubuntu install python3.10-venv (apt install python3.10-venv)" >&2; exit 1; }; fi
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
