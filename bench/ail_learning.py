@@ -17,7 +17,7 @@ cell it prints the summary so far. --dry_run prints what it would run.
 
 `summary` reads every RUNS_ROOT/<kind>_s<seed> (logs/evaluator.csv,
 final.json) and reports, per seed, the global env steps and the wall-clock
-seconds since the program first started at which the evaluation return
+seconds the program had run (all launches) at which the evaluation return
 first reached 50% and 90% of the expert's mean return (from the
 demonstrations file's episode_returns, or 869.36 where the file is absent),
 the final and the best evaluation return; per kind, the medians. A median of

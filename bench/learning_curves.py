@@ -4,7 +4,7 @@
 
 Prints a markdown table of evaluation returns at each evaluation point, the
 final evaluation of each run, the median over runs, and for each run the
-first global env step and elapsed time (since the program first started) at
+first global env step and elapsed time (that the program had run, all launches) at
 which the evaluation return reached the target. Ends with one JSON line.
 """
 

@@ -338,13 +338,15 @@ def expected_updates(cfg) -> dict:
 
 
 def schedule_note(cfg) -> Optional[str]:
-  """A warning when a learning-rate schedule's horizon is far from the
-  updates the budget pays for: with a horizon twice as long, the run ends
-  before half the schedule; with one half as long, the rate sits at its
-  final value for more than half the run. The horizon is fixed for the run
-  (in its checkpoint), so a resume that extends the budget warns too."""
+  """A warning when an annealing horizon is far from the updates the budget
+  pays for: with a horizon twice as long, the run ends before half the
+  schedule; with one half as long, the value sits at its final one for more
+  than half the run. Learning-rate schedules run over their group's
+  schedule_horizon; the adversarial behaviour-cloning weight over
+  ail.bc_decay_steps generator steps. Neither changes on resume, so a resume
+  that extends the budget warns too."""
   updates = expected_updates(cfg)
-  notes = []
+  anneals = []  # (what, horizon field, horizon, updates paid for)
   fields = config_lib.leaf_fields(cfg)
   for path, kind in fields.items():
     if not path.endswith('.schedule') or kind == 'constant':
@@ -352,18 +354,23 @@ def schedule_note(cfg) -> Optional[str]:
     if fields[path[:-len('schedule')] + 'final_fraction'] == 1.0:
       continue  # it ends where it starts: a constant rate
     group = path.split('.')[0]
-    horizon = getattr(cfg, group).schedule_horizon
-    steps = updates[group]
+    anneals.append((f'{path}={kind}', f'{group}.schedule_horizon',
+                    getattr(cfg, group).schedule_horizon, updates[group]))
+  ail = getattr(cfg, 'ail', None)
+  if ail is not None and ail.bc_weight > 0 and \
+      ail.bc_final_weight != ail.bc_weight:
+    anneals.append(('ail.bc_weight', 'ail.bc_decay_steps',
+                    ail.bc_decay_steps, updates['mpo']))
+  notes = []
+  for what, name, horizon, steps in anneals:
     if horizon > 2 * steps:
-      notes.append(f'{path}={kind} runs over {group}.schedule_horizon='
-                   f'{horizon} steps, but the budget pays for about '
-                   f'{steps:.0f}: the run ends {100 * steps / horizon:.0f}% '
-                   'of the way through it')
+      notes.append(f'{what} runs over {name}={horizon} steps, but the '
+                   f'budget pays for about {steps:.0f}: the run ends '
+                   f'{100 * steps / horizon:.0f}% of the way through it')
     elif horizon < steps / 2:
-      notes.append(f'{path}={kind} reaches its final value at '
-                   f'{group}.schedule_horizon={horizon} steps, '
-                   f'{100 * horizon / steps:.0f}% of the about {steps:.0f} '
-                   'the budget pays for')
+      notes.append(f'{what} reaches its final value at {name}={horizon} '
+                   f'steps, {100 * horizon / steps:.0f}% of the about '
+                   f'{steps:.0f} the budget pays for')
   if not notes:
     return None
   return ('note: ' + '; '.join(notes) + ' ((env_step_budget - '
@@ -659,9 +666,12 @@ def _progress_line(progress: dict) -> str:
   c = progress['counts']
   ev = progress.get('last_eval_return')
   eta = progress.get('eta_s')
+  # An adversarial run's learner steps are its generator's (MPO) steps.
+  disc = (f"{progress.get('discriminator_steps_per_s', 0.0):6.1f} "
+          'discriminator/s | ' if c.get('discriminator_steps') else '')
   return (f"env steps {c['env_steps']:>8d}/{progress['budget']} | "
           f"{progress['env_steps_per_s']:7.1f} env/s | "
-          f"{progress['learner_steps_per_s']:6.1f} learner/s | "
+          f"{progress['learner_steps_per_s']:6.1f} learner/s | {disc}"
           f"eval {'-' if ev is None else f'{ev:7.1f}'} | "
           f"to budget {'-' if eta is None else f'{eta/60:5.1f} min'}")
 
@@ -902,7 +912,8 @@ def train(args, extra, command: str = 'train') -> int:
     final = json.load(f)
   from agents.common import counting
   fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
-  print(f'\nthroughput: {fps:.1f} env steps/s since the run first started')
+  print(f'\nthroughput: {fps:.1f} env steps/s over the time the run has run '
+        '(all its launches)')
   print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
         f"(env steps {final['counts']['env_steps']}, learner steps "
         f"{final['counts']['learner_steps']})\nrun directory: {run_dir}")

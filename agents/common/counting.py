@@ -2,14 +2,15 @@
 
 Counts: env_steps (actors), episodes, learner_steps, discriminator_steps,
 rounds, env_faults (environment exceptions the actors and the evaluator
-survived, agents/common/env_faults.py), and elapsed_s, the wall time since
-the program *first* started (carried across restarts). Every rate, schedule,
+survived, agents/common/env_faults.py), and elapsed_s, the wall time the program
+has run, summed over its launches (carried across restarts; the time between
+a stop and a resume is not counted). Every rate, schedule,
 log row and budget in Tandem is keyed to these, never to how long the
 current call or process has run.
 
 Why not `acme.utils.counting.Counter`: Acme's counter keeps counts in memory
 (its save/restore hand a dict to a checkpointer) and its time is per process;
-Tandem needs the wall time since the program *first* started to survive a
+Tandem needs the wall time the program has run to survive a
 restart (every fps figure is over it), and the counts written atomically to a
 JSON file that a resume validates before launch. Acme's counter can still
 count an `acme.EnvironmentLoop` that runs a Tandem actor.
@@ -144,7 +145,7 @@ class Counter:
 
 
 def rates(previous: Mapping[str, float], current: Mapping[str, float],
-          keys=('env_steps', 'learner_steps')) -> dict:
+          keys=('env_steps', 'learner_steps', 'discriminator_steps')) -> dict:
   """Per-second rates of `keys` between two snapshots (by elapsed_s)."""
   dt = current['elapsed_s'] - previous['elapsed_s']
   return {f'{k}_per_s': (current[k] - previous[k]) / dt if dt > 0 else 0.0
@@ -154,9 +155,9 @@ def rates(previous: Mapping[str, float], current: Mapping[str, float],
 def since_start(counts: Mapping[str, float],
                 keys=('env_steps', 'learner_steps',
                       'discriminator_steps')) -> dict:
-  """Throughput over the whole run: each count over the wall time since the
-  program *first* started (restarts, rounds and discriminator time all
-  included). `rates` gives the recent rate between two snapshots."""
+  """Throughput over the whole run: each count over the wall time the program
+  has run, all its launches (rounds and discriminator time included, the
+  time between a stop and a resume not). `rates` gives the recent rate between two snapshots."""
   t = counts['elapsed_s']
   return {f'{k}_per_s_since_start': (counts.get(k, 0) / t if t > 0 else 0.0)
           for k in keys}

@@ -8,8 +8,8 @@ steps whose learning was lost) or behind it. `reconcile` makes them agree
 with the checkpoint before any node starts:
 
 - counter.json takes the checkpoint's counts. Two things are kept from the
-  counter instead: `elapsed_s` (wall time since the program first started
-  is spent, whatever was lost; the largest of counter.json's, the
+  counter instead: `elapsed_s` (wall time the program has run is spent,
+  whatever was lost; the largest of counter.json's, the
   checkpoint's and the last progress.json's, which the counter publishes
   every second while counter.json is saved every checkpoint period) and
   `env_faults` (faults that happened);
@@ -86,7 +86,7 @@ def discarded_dir(rd: RunDir, segment: int) -> str:
 
 
 def published_elapsed(rd: RunDir) -> float:
-  """The wall time since the first start that the counter last published
+  """The wall time the program has run that the counter last published
   (progress.json, every second), or 0.0 where there is none to read.
   counter.json is saved every checkpoint period only, so after a hard kill
   it misses up to that long; progress.json does not."""

@@ -75,10 +75,13 @@ def test_counter_files_of_the_wrong_shape_are_rejected_by_name(tmp_path,
 
 
 def test_rates_use_global_elapsed_time():
-  a = {'env_steps': 0, 'learner_steps': 0, 'elapsed_s': 10.0}
-  b = {'env_steps': 1000, 'learner_steps': 100, 'elapsed_s': 20.0}
+  a = {'env_steps': 0, 'learner_steps': 0, 'discriminator_steps': 0,
+       'elapsed_s': 10.0}
+  b = {'env_steps': 1000, 'learner_steps': 100, 'discriminator_steps': 30,
+       'elapsed_s': 20.0}
   r = counting.rates(a, b)
-  assert r == {'env_steps_per_s': 100.0, 'learner_steps_per_s': 10.0}
+  assert r == {'env_steps_per_s': 100.0, 'learner_steps_per_s': 10.0,
+               'discriminator_steps_per_s': 3.0}
 
 
 def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path,

@@ -76,6 +76,26 @@ def test_counts_and_logs_roll_back_to_the_checkpoint(tmp_path):
       old_eval[1:]
 
 
+def test_discriminator_rows_roll_back_by_discriminator_steps(tmp_path):
+  # An adversarial run's discriminator.csv is cut on its own axis: its
+  # env_steps run ahead of the checkpoint's between the generator's calls
+  # (a cut by env steps would keep rows of lost discriminator updates, or
+  # drop kept ones).
+  ckpt = {'env_steps': 3000, 'learner_steps': 120, 'discriminator_steps': 60,
+          'rounds': 3}
+  rd, path = _run_dir(tmp_path, ckpt)
+  disc_csv = os.path.join(rd.logs, 'discriminator.csv')
+  # Steps 10..100; env steps cross 3000 at step 50 and stay below after.
+  _write_csv(disc_csv, ['env_steps', 'discriminator_steps', 'loss'],
+             [[2000 + 20 * d if d <= 50 else 2990, d, 0.5]
+              for d in range(10, 101, 10)])
+  done = resume.reconcile(rd, path, segment=2)
+  assert [int(r[1]) for r in _read(disc_csv)[1:]] == [10, 20, 30, 40, 50, 60]
+  assert done['discarded_rows']['discriminator.csv'] == 4
+  assert counting.Counter(rd.counter, restore=True).get_counts()[
+      'discriminator_steps'] == 60
+
+
 def test_a_torn_last_row_is_set_aside_not_kept_as_an_early_row(tmp_path):
   # Cut short, "4900,196,19.6" reads as learner step 19: behind the
   # checkpoint's 120, it would be kept as a row of wrong counts.

@@ -89,14 +89,20 @@ class AILProgramTest(absltest.TestCase):
 
 def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
+  # Annealed rates in both phases and an annealed behaviour-cloning weight:
+  # each row of both launches must show the value at its global step.
   lr = ['--ail.discriminator_optimizer.schedule=linear',
         '--ail.discriminator_optimizer.final_fraction=0.1',
-        '--ail.schedule_horizon=2000']
+        '--ail.schedule_horizon=2000',
+        '--mpo.policy_optimizer.schedule=linear',
+        '--mpo.policy_optimizer.final_fraction=0.1',
+        '--mpo.schedule_horizon=2000',
+        '--ail.bc_weight=0.5', '--ail.bc_decay_steps=2000']
   r1 = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
                    '--demos', demos, '--launch', 'local_mp', '--runs_root',
                    runs_root, '--name', 'ail', '--env_step_budget=1500'] + lr)
   assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
-  assert 'since the run first started' in r1.stdout
+  assert 'over the time the run has run' in r1.stdout
   run_dir = os.path.join(runs_root, 'ail')
   first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   assert first['rounds'] > 0 and first['discriminator_steps'] > 0
@@ -124,6 +130,22 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   want = float(schedules.value('linear', 3e-4, 0.1, step - 1, 2000))
   assert np.isclose(resumed[0]['learning_rate_discriminator'], want,
                     rtol=1e-5)
+  # Every row of both launches: each value is the one of an uninterrupted
+  # run at that row's global step (the count before the step).
+  policy_lr = named.tiny().mpo.policy_optimizer.learning_rate
+  generator_rows = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
+  for r in rows:
+    t = int(r['discriminator_steps']) - 1
+    assert np.isclose(r['learning_rate_discriminator'], float(
+        schedules.value('linear', 3e-4, 0.1, t, 2000)), rtol=1e-5), r
+  for r in generator_rows:
+    t = int(r['learner_steps']) - 1
+    assert np.isclose(r['learning_rate_policy'], float(
+        schedules.value('linear', policy_lr, 0.1, t, 2000)), rtol=1e-5), r
+    assert np.isclose(r['bc_weight'], 0.5 * max(0.0, 1 - t / 2000),
+                      rtol=1e-5), r
+  assert int(generator_rows[-1]['learner_steps']) > 2 * int(
+      generator_rows[0]['learner_steps'])
   evals = logs.read_csv(os.path.join(run_dir, 'logs', 'evaluator.csv'))
   assert all('learned_return' in r and 'round' in r for r in evals)
   # One x-axis across the resume: the learner's restored counts overwrote

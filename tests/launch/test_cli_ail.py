@@ -334,3 +334,36 @@ def test_reading_a_run_names_what_defines_it_when_that_fails(tmp_path):
   message = str(err.value)
   assert message.index('generator_steps_per_round') < message.index(
       'as stored'), message
+
+
+def test_the_status_line_shows_the_discriminators_rate_where_it_steps():
+  progress = {'counts': {'env_steps': 5000, 'discriminator_steps': 0},
+              'budget': 10000, 'env_steps_per_s': 100.0,
+              'learner_steps_per_s': 8.0, 'discriminator_steps_per_s': 0.0}
+  assert 'discriminator/s' not in cli._progress_line(progress)  # MPO
+  progress['counts']['discriminator_steps'] = 640
+  progress['discriminator_steps_per_s'] = 2.5
+  line = cli._progress_line(progress)
+  assert '8.0 learner/s' in line and '2.5 discriminator/s' in line
+
+
+def test_a_behaviour_cloning_decay_far_from_the_budget_is_noted():
+  from configs import ail as named_ail
+  cfg = named_ail.gail_cartpole()
+  generator_steps = cli.expected_updates(cfg)['mpo']
+  bc = {'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.0'}
+  long = config_lib.apply_overrides(cfg, {
+      **bc, 'ail.bc_decay_steps': str(int(generator_steps * 4))})
+  note = cli.schedule_note(long)
+  assert 'ail.bc_weight runs over ail.bc_decay_steps=' in note, note
+  assert '25% of the way through it' in note, note
+  short = config_lib.apply_overrides(cfg, {
+      **bc, 'ail.bc_decay_steps': str(int(generator_steps / 4))})
+  assert 'ail.bc_weight reaches its final value' in cli.schedule_note(short)
+  fits = config_lib.apply_overrides(cfg, {
+      **bc, 'ail.bc_decay_steps': str(int(generator_steps))})
+  assert cli.schedule_note(fits) is None
+  held = config_lib.apply_overrides(cfg, {  # a weight that does not anneal
+      'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.5',
+      'ail.bc_decay_steps': str(int(generator_steps * 4))})
+  assert cli.schedule_note(held) is None
