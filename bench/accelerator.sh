@@ -1,13 +1,13 @@
 #!/bin/bash
 # The learner-side benchmarks in one go, for a session lent an accelerator
-# (device `run`: at most 590 s, the device's 600 s per command; typically
+# (device `run`: at most 570 s, the device's 600 s per command; typically
 # 5–6 minutes, never yet run on a GPU):
 #
 #   bash bench/accelerator.sh            # on the device: its python3 has jax and optax
 #   ALLOW_CPU=1 PY=.venv/bin/python bash bench/accelerator.sh     # here, on the CPU
 #   bash bench/accelerator.sh --critic_layers 512,512,256   # a second call, if time is left
 #
-# First a probe (at most 60 s): it prints jax's devices and stops the call
+# First a probe (at most 50 s): it prints jax's devices and stops the call
 # (status 1) when jax has no accelerator (a jax without its CUDA plugin falls
 # back to the CPU with only a warning), unless ALLOW_CPU is set. Then
 # bench/learner.py (steps/s, next/current), bench/learner_parts.py once per
@@ -20,7 +20,7 @@
 #
 # Arguments, where given, go to bench/learner.py alone (its shape flags, e.g.
 # the reference's default critic), and the rest is skipped: such a call takes
-# at most 210 s and writes learner-variant.txt, so it does not replace the
+# at most 200 s and writes learner-variant.txt, so it does not replace the
 # defaults' file. The device lends 900 s in all, machine start included: run
 # it only if the first call left that much.
 set -u -o pipefail
@@ -29,17 +29,18 @@ DEST=${OUT:-/tmp/tandem_accelerator}
 mkdir -p "$DEST"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-# name:limit_s:arguments (commas for spaces); 150 + 2 x 120 + 140 s and the
-# probe's 60 make 590 s.
-runs="learner:150: learner_parts-cartpole:120:--tasks,cartpole_swingup,--rounds,7
-      learner_parts-walker:120:--tasks,walker_walk,--rounds,7
-      duals:140:--rounds,9"
+# name:limit_s:arguments (commas for spaces). Limits and the 10 s each
+# `timeout -k` may add: 150 + 2 x 120 + 130 s and the probe's 45 + 5 make
+# 570 s.
+runs="learner:140: learner_parts-cartpole:110:--tasks,cartpole_swingup,--rounds,7
+      learner_parts-walker:110:--tasks,walker_walk,--rounds,7
+      duals:120:--rounds,9"
 suffix=
 if [ $# -gt 0 ]; then
-  runs="learner:150:"
+  runs="learner:140:"
   suffix=-variant
 fi
-timeout -k 5 60 "$PY" -c '
+timeout -k 5 45 "$PY" -c '
 import os, sys
 import jax
 print("jax", jax.__version__, jax.default_backend(), jax.devices())

@@ -12,8 +12,8 @@ writing packed transitions to a Reverb table, and a parameter refresh every
 too, for reference. The Reverb server runs in its own process, as the replay
 node does in the program (--server inprocess puts it in the actor's
 process), and this process has one BLAS thread, as actor processes do.
-Rounds alternate raw/actor(K)/actor(1) so machine noise hits all alike; each
-ratio is the median of per-round ratios. Ends with one JSON line.
+Rounds alternate raw/actor(K)/actor(1), reversed every other round, so
+machine noise hits all alike; each ratio is the median of per-round ratios. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -145,10 +145,15 @@ def main():
     address = f'localhost:{port}'
     actor_rate(name, 1.0, address, params, k)  # warm up
     rates = {'raw': [], 'k': [], '1': []}
-    for _ in range(args.rounds):
-      rates['raw'].append(raw_rate(name, args.seconds))
-      rates['k'].append(actor_rate(name, args.seconds, address, params, k))
-      rates['1'].append(actor_rate(name, args.seconds, address, params, 1))
+    measure = {
+        'raw': lambda: raw_rate(name, args.seconds),
+        'k': lambda: actor_rate(name, args.seconds, address, params, k),
+        '1': lambda: actor_rate(name, args.seconds, address, params, 1)}
+    for i in range(args.rounds):
+      # The order reversed every other round: a load that drifts within a
+      # round then biases the ratios both ways, not one.
+      for x in (('raw', 'k', '1') if i % 2 == 0 else ('1', 'k', 'raw')):
+        rates[x].append(measure[x]())
     stop()
     ratios = {x: [a / r for a, r in zip(rates[x], rates['raw'])]
               for x in ('k', '1')}

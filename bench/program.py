@@ -5,8 +5,12 @@
 Runs `tandem train` (local_mp) once per actor count on the same config and
 budget, back to back, and reports global env steps/s and learner steps/s
 over the whole run (counts / global elapsed time from counter.json, start-up
-included) and over its steady part (from the learner's CSV, after the
-replay's min size). Ends with one JSON line.
+included) and over its steady part (from the learner's CSV, after the first
+20% of the budget). The two runs are back to back, not interleaved: their
+comparison carries the machine's drift between them. JSON keys:
+`env_steps_per_s.<N>_actors` is the overall env rate, and
+`learner_steps_per_s.<N>_actors` the steady learner rate. Ends with one JSON
+line.
 """
 
 from __future__ import annotations

@@ -67,6 +67,17 @@ def _never_shut_down_courier_clients_from_gc():
     return
   client.Client.__del__ = lambda self: _COURIER_CLIENTS.append(
       self.__dict__.get('_client'))
+  made = client.Client.__init__
+
+  def noting_init(self, *args, **kwargs):
+    _COURIER_MADE.append(True)
+    made(self, *args, **kwargs)
+  client.Client.__init__ = noting_init
+
+
+# Set once a Courier client was made in this process (conftest itself
+# imports Courier, so an imported module says nothing).
+_COURIER_MADE = []
 
 
 _never_shut_down_courier_clients_from_gc()
@@ -83,11 +94,13 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
   del config
-  # Any Courier client, not only one collected so far: one still referenced
-  # now is collected while the interpreter finalizes, its C++ half put in
-  # _COURIER_CLIENTS, and clearing that list joins a thread that never ends
-  # (a run of test_ail_program.py alone hung there after reporting).
-  if _EXIT_STATUS and 'courier.python.client' in sys.modules:
+  # Any Courier client made, not only one collected so far: one still
+  # referenced now is collected while the interpreter finalizes, its C++
+  # half put in _COURIER_CLIENTS, and clearing that list joins a thread that
+  # never ends (a run of test_ail_program.py alone hung there after
+  # reporting). Sessions without one (most unit-test runs) exit normally,
+  # atexit handlers (coverage) included.
+  if _EXIT_STATUS and (_COURIER_CLIENTS or _COURIER_MADE):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access

@@ -26,8 +26,9 @@ REQUIRED = ('env_steps', 'learner_steps')
 
 def count_columns(counts: Mapping[str, float]) -> dict:
   """The global counts a row carries, from a Counter snapshot: env and
-  learner steps, discriminator steps and round (0 in programs without a
-  discriminator), and the wall time the program has run, all launches."""
+  learner steps, discriminator steps and round (rounds completed; 0 in
+  programs without a discriminator), and the wall time the program has run,
+  all launches."""
   return {'env_steps': int(counts['env_steps']),
           'learner_steps': int(counts['learner_steps']),
           'discriminator_steps': int(counts.get('discriminator_steps', 0)),

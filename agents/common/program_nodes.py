@@ -89,19 +89,22 @@ class StepsLimiter:
         # the checkpoint holds; the evaluation's row carries the counts the
         # checkpoint holds, so a resume past the budget keeps it.
         done = call(self._learner, 'finish')
-        checkpoint, counts = done['checkpoint'], done['counts']
+        checkpoint = done['checkpoint']
         final = call(self._evaluator, 'evaluate_now', self._episodes, 'final',
-                     counts)
+                     done['counts'])
         call(self._counter, 'set_extra', finished=True)
         call(self._counter, 'save')
+        counts = call(self._counter, 'get_counts')
       except Stopping:
         return  # stopped during the final steps: no final.json
       files.write_json_atomic(self._rd.final, {
           'final_eval_return': final['eval_return'],
           'final_eval_returns_min_max': [final['eval_return_min'],
                                          final['eval_return_max']],
-          'counts': counts, 'budget': self._budget,
-          'learner_checkpoint': checkpoint,
+          # The counter's after the final evaluation (its time and faults
+          # included), and those the checkpoint and the final row hold.
+          'counts': counts, 'checkpoint_counts': done['counts'],
+          'budget': self._budget, 'learner_checkpoint': checkpoint,
           # When the stop began: each node's stop path is timed from here.
           'stop_time': time.time()})
     lp.stop()

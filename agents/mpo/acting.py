@@ -422,5 +422,7 @@ class EvaluatorNode:
       if counts['env_steps'] >= self._tc.env_step_budget:
         continue  # the steps limiter runs the final evaluation
       if counts['env_steps'] >= next_eval:
-        self.evaluate_now()
+        # Under the counts checked against the budget: read again, they
+        # could pass the final evaluation's (finish() reads in between).
+        self.evaluate_now(counts=counts)
         next_eval = (counts['env_steps'] // period + 1) * period

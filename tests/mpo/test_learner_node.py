@@ -166,3 +166,22 @@ def test_finish_during_an_update_checkpoints_that_updates_counts(tmp_path):
       == 1000
   assert checkpointing.read_metadata(done['checkpoint'])['counts'] == \
       done['counts']
+
+
+def test_finish_checkpoints_the_counters_counts_of_that_moment(tmp_path):
+  # Actors go on stepping after the learner's last update: the final
+  # evaluation logs the counts of the moment the learner finished, and the
+  # checkpoint must hold those (with its own steps), not the last update's.
+  from agents.common import counting
+  counter = counting.Counter()
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(), CourierClient(counter),
+                     str(tmp_path))
+  node._batches = _Stream(tc, dims)
+  assert node.step()['env_steps'] == 0
+  counter.increment(env_steps=123, episodes=1)
+  done = node.finish()
+  saved = checkpointing.read_metadata(done['checkpoint'])['counts']
+  assert saved == done['counts']
+  assert (saved['env_steps'], saved['episodes'], saved['learner_steps']) == \
+      (123, 1, tc.mpo.sgd_steps_per_call)
