@@ -1041,10 +1041,35 @@ def make_parser() -> argparse.ArgumentParser:
   return parser
 
 
+# What each command imports beyond pyproject's dependencies, which cover the
+# learner core alone (an accelerator image benchmarks it without the rest).
+STACK = {'train': ('jax', 'optax', 'launchpad', 'reverb', 'dm_control'),
+         'train-ail': ('jax', 'optax', 'launchpad', 'reverb', 'dm_control'),
+         'collect-demos': ('jax', 'optax', 'dm_control'),
+         'plot': ('matplotlib',)}
+
+
+def check_stack(command: str) -> None:
+  """A UsageError naming the packages `command` needs that this interpreter
+  lacks (a `pip install .` without requirements.lock, or a Python other
+  than 3.10, for which dm-launchpad has no wheels), before any of them is
+  imported: not a ModuleNotFoundError from deep inside a launch."""
+  missing = [m for m in STACK.get(command, ())
+             if importlib.util.find_spec(m) is None]
+  if missing:
+    v = sys.version_info
+    raise UsageError(
+        f'`tandem {command}` needs {", ".join(missing)}, not installed for '
+        f'{sys.executable} (Python {v.major}.{v.minor}); install the pinned '
+        'stack with CPython 3.10: `make venv` (README), or `pip install -r '
+        'requirements.lock` in a 3.10 environment.')
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = make_parser()
   args, extra = parser.parse_known_args(argv)
   try:
+    check_stack(args.command)
     if args.command in ('train', 'train-ail'):
       return train(args, extra, args.command)
     if extra:

@@ -597,3 +597,21 @@ def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
   assert rc == cli.EXIT_OK
   assert 'note: mpo.policy_optimizer.schedule=cosine' in (
       capsys.readouterr().err)
+
+
+def test_a_missing_stack_is_named_before_anything_imports_it(capsys,
+                                                             monkeypatch):
+  # `pip install .` installs the learner core's dependencies only; a train
+  # without Launchpad says what is missing and how to get it (exit 2).
+  import importlib.util
+  find_spec = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None
+                      if name in ('launchpad', 'reverb') else find_spec(name, *a))
+  assert cli.main(['train', '--config', 'configs/mpo.py:tiny']) == 2
+  err = capsys.readouterr().err
+  assert 'needs launchpad, reverb, not installed' in err, err
+  assert 'make venv' in err and 'CPython 3.10' in err
+  # collect-demos does not need them.
+  assert cli.main(['collect-demos', '--run', '/nonexistent', '--episodes',
+                   '1', '--out', '/tmp/x.npz']) == 2
+  assert 'not installed' not in capsys.readouterr().err
