@@ -15,6 +15,7 @@ from agents.common import logs
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         learner_steps, processes_mentioning,
                                         run_tandem, start_tandem)
+from tests.integration.demo_data import write_cartpole_demos
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 
@@ -46,16 +47,17 @@ def _monotone(run_dir):
           f'{name}: learner_steps not strictly increasing'
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('seed', [0, 1])
-def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
+def _kill_then_resume(runs_root, name, launch, command, seed):
+  """Starts `launch`, SIGKILLs the whole program at a random moment after
+  60-300 learner steps, resumes it with `command` for 1500 more env steps
+  and checks that every log continues from the checkpoint. Returns the run
+  directory and the checkpoint's counts."""
   rng = random.Random(seed)
-  name = f'kill{seed}'
   run_dir = os.path.join(runs_root, name)
   # Periodic checkpoints every 2 s: the kill lands between two of them.
-  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', name,
-                              '--env_step_budget=10000000',
-                              '--checkpoint_period_s=2'], capture=False)
+  proc = start_tandem(launch + ['--runs_root', runs_root, '--name', name,
+                                '--env_step_budget=10000000',
+                                '--checkpoint_period_s=2'], capture=False)
   target = rng.randint(60, 300)
   deadline = time.time() + 180
   while learner_steps(run_dir) < target and time.time() < deadline:
@@ -68,7 +70,7 @@ def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
                                              'learner'))
   saved = checkpointing.read_metadata(latest)['counts']
   budget = saved['env_steps'] + 1500
-  r = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+  r = run_tandem([command, '--resume', run_dir, '--launch', 'local_mp',
                   f'--env_step_budget={budget}'])
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   _monotone(run_dir)
@@ -82,6 +84,34 @@ def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
   assert min(x['env_steps'] for x in resumed) >= saved['env_steps']
   final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   assert final['env_steps'] >= budget
+  return run_dir, saved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', [0, 1])
+def test_hard_kill_at_a_random_moment_then_resume(runs_root, seed):
+  _kill_then_resume(runs_root, f'kill{seed}', TINY, 'train', seed)
+
+
+@pytest.mark.slow
+def test_hard_kill_of_an_adversarial_run_then_resume(runs_root, tmp_path):
+  # The discriminator's own axis survives the kill too: its rows continue
+  # from the checkpoint's discriminator step, strictly increasing, and the
+  # rounds count goes on from the checkpoint's.
+  demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
+  launch = ['train-ail', '--config', 'configs/ail.py:tiny', '--demos', demos,
+            '--launch', 'local_mp']
+  run_dir, saved = _kill_then_resume(runs_root, 'killail', launch,
+                                     'train-ail', 2)
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
+  steps = [r['discriminator_steps'] for r in rows]
+  assert all(b > a for a, b in zip(steps, steps[1:])), steps
+  resumed = [r for r in rows
+             if r['discriminator_steps'] > saved['discriminator_steps']]
+  assert resumed and resumed[0]['discriminator_steps'] == \
+      saved['discriminator_steps'] + 1
+  final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  assert final['rounds'] > saved['rounds'] > 0
 
 
 @pytest.mark.slow
