@@ -137,6 +137,9 @@ def part_runners(args, obs_dim: int, act_dim: int) -> dict:
   target_pi = networks.apply_policy(state.target_policy,
                                     batches.next_observation[0], **head)
   weights = jax.nn.softmax(jax.random.normal(k_w, (n, cfg.batch_size)), 0)
+  # The action penalty's weights differ from the E-step's, as in the step:
+  # the same array twice would let XLA merge the two terms into one.
+  weights_penalty = jnp.flip(weights, axis=0)
   alpha = jnp.ones((act_dim,), jnp.float32)
 
   def policy_training(carry, x):
@@ -147,7 +150,7 @@ def part_runners(args, obs_dim: int, act_dim: int) -> dict:
       online = networks.apply_policy(p, b.next_observation, **head)
       terms = losses.mstep_terms(online, target_pi, a, weights,
                                  cfg.per_dim_constraining)
-      pen = losses.mstep_terms(online, target_pi, a, weights,
+      pen = losses.mstep_terms(online, target_pi, a, weights_penalty,
                                cfg.per_dim_constraining)
       return (terms.cross_entropy_mean + terms.cross_entropy_stddev +
               pen.cross_entropy_mean + pen.cross_entropy_stddev +
