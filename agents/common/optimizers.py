@@ -15,7 +15,11 @@ import optax
 
 _FACTORIES = {
     'adam': optax.adam,
-    'adamw': optax.adamw,
+    # Acme's MPO builder uses adamw with its config's weight_decay, 0.0 by
+    # default; optax's own default of 1e-4 would pull every network weight
+    # and dual toward 0 with nothing in the config saying so.
+    'adamw': lambda learning_rate: optax.adamw(learning_rate,
+                                               weight_decay=0.0),
     'sgd': optax.sgd,
     'rmsprop': optax.rmsprop,
     'adagrad': optax.adagrad,

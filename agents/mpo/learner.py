@@ -301,6 +301,12 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
       'loss_critic': aux['loss_critic'],
       'loss_policy': aux['loss_policy'],
       'kl_q_rel': kl_q / cfg.epsilon,
+      # The action penalty's E-step KL over its bound (1 when its
+      # temperature is solved exactly); NaN with the penalty off.
+      'penalty_kl_q_rel': (
+          jnp.mean(losses.kl_to_uniform(weights_penalty)) /
+          cfg.epsilon_penalty if penalty_q is not None
+          else jnp.float32(jnp.nan)),
       'kl_mean_rel': jnp.mean(terms.kl_mean) / eps_mean,
       'kl_stddev_rel': jnp.mean(terms.kl_stddev) / eps_stddev,
       # The bounds the duals enforced this step (kl_bounds), so a log says

@@ -160,6 +160,15 @@ def test_metrics_hold_the_logged_diagnostics():
                  'duals.temperature_for_weights': 'after_update'})
   _, m2 = learner.make_update(cfg2)(learner.init(cfg2, DIMS, 0), _batch(k=1))
   assert float(m2['kl_q_rel']) == pytest.approx(1.0, rel=1e-2)
+  # The action penalty's E-step KL: at its bound when solved exactly (its
+  # samples leave the box here: the test batch's policy is wide), its own
+  # quantity rather than a copy of the task's.
+  assert float(m2['penalty_kl_q_rel']) == pytest.approx(1.0, rel=1e-2)
+  assert np.isfinite(float(m['penalty_kl_q_rel']))
+  assert float(m['penalty_kl_q_rel']) != pytest.approx(float(m['kl_q_rel']))
+  off = _cfg(action_penalization=False)
+  _, m3 = learner.make_update(off)(learner.init(off, DIMS, 0), _batch(k=1))
+  assert np.isnan(float(m3['penalty_kl_q_rel']))
 
 
 @pytest.mark.parametrize('kind', ['periodic', 'polyak'])
