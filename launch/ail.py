@@ -15,6 +15,8 @@ limiter ─ at the env-step budget: learner finish + checkpoint, final eval, sto
 
 from __future__ import annotations
 
+from typing import Optional
+
 from agents.ail import acting as ail_acting
 from agents.ail import learner as ail_learner
 from agents.ail.learner_node import AILLearnerNode
@@ -31,6 +33,17 @@ def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
                            learner_node_cls=AILLearnerNode,
                            evaluator_node_cls=ail_acting.AILEvaluatorNode,
                            window_steps=True, kind='ail')
+
+
+def checkpoint_mismatch(tc: AILTrainConfig, metadata: dict) -> Optional[str]:
+  """Why a checkpoint cannot resume under `tc`, or None: its round plan
+  (recorded since 2026-12-04; older checkpoints have none) must be tc's."""
+  saved = metadata.get('round_plan')
+  want = ail_learner.plan_record(tc.ail)
+  if saved is None or saved == want:
+    return None
+  return (f'its round plan {saved} is not this config\'s {want}: the rounds '
+          'are counted from the steps under one plan for the whole run')
 
 
 def learner_template(tc: AILTrainConfig) -> ail_learner.AILState:

@@ -651,6 +651,9 @@ def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   except checkpointing.CheckpointError as e:
     raise UsageError(f'--resume {run_dir}: {e}'
                      f'{_older_checkpoint_hint(rd, latest, template)}') from e
+  why = program.checkpoint_mismatch(cfg, checkpointing.read_metadata(latest))
+  if why:
+    raise UsageError(f'--resume {run_dir}: checkpoint {latest}: {why}')
   try:
     counting.Counter(rd.counter, restore=True)
   except counting.CounterStateError as e:

@@ -10,6 +10,8 @@ limiter ─ at the env-step budget: learner finish + checkpoint, final eval, sto
 
 from __future__ import annotations
 
+from typing import Optional
+
 from agents.common import environments
 from agents.common import program_nodes
 from agents.common import replay
@@ -94,6 +96,13 @@ def local_resources(launch_type: str) -> dict:
   return {g: PythonProcess(env={**(CPU_ONLY if g in CPU_GROUPS else {}),
                                 'TANDEM_NODE': g})
           for g in CPU_GROUPS + ('learner',)}
+
+
+def checkpoint_mismatch(tc: TrainConfig, metadata: dict) -> Optional[str]:
+  """Why a checkpoint cannot resume under `tc` beyond its tree (which
+  learner_template checks), or None: nothing for MPO."""
+  del tc, metadata
+  return None
 
 
 def learner_template(tc: TrainConfig) -> learner_lib.LearnerState:

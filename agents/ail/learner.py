@@ -73,6 +73,15 @@ class RoundPlan:
                     (done + 1) * self.generator_steps - generator_steps)
 
 
+def plan_record(ail_cfg: AILConfig) -> dict:
+  """The round plan as a checkpoint's metadata records it: `position` reads
+  a state's counts through it, so a state resumed under another plan would
+  be placed in another round (its rounds count could even go back)."""
+  return {'discriminator_steps_per_round':
+              ail_cfg.discriminator_steps_per_round,
+          'generator_steps_per_round': ail_cfg.generator_steps_per_round}
+
+
 def position(ail_cfg: AILConfig, state: AILState) -> Position:
   plan = RoundPlan(ail_cfg.discriminator_steps_per_round,
                    ail_cfg.generator_steps_per_round)

@@ -77,6 +77,10 @@ class AILLearnerNode(learner_node.LearnerNode):
             'discriminator_steps': int(state.discriminator.steps),
             'rounds': ail_learner.position(self._ail, state).round}
 
+  def _checkpoint_metadata(self) -> dict:
+    return {**super()._checkpoint_metadata(),
+            'round_plan': ail_learner.plan_record(self._ail)}
+
   def _init_state(self, dims):
     demos = demonstrations.load_for_environment(self._tc.demos, self._tc.env)
     logging.info('learner: %d expert transitions (%d episodes) from %s',

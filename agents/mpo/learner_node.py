@@ -101,6 +101,11 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     the counter's, which is checkpointed on its own timer."""
     return {'learner_steps': int(state.steps)}
 
+  def _checkpoint_metadata(self) -> dict:
+    """What a checkpoint records besides its counts, for a resume to check
+    against its config (launch/<program>.checkpoint_mismatch)."""
+    return {'env': self._tc.env}
+
   def _checkpoint_step(self, state) -> int:
     """The number in the checkpoint's file name: the MPO learner's step."""
     return int(self._mpo_state(state).steps)
@@ -184,7 +189,8 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       return checkpointing.save_numbered(
           self._run_dir.learner_checkpoints,
           self._checkpoint_step(self._state),
-          self._state, metadata={'counts': counts, 'env': self._tc.env},
+          self._state, metadata={'counts': counts,
+                                 **self._checkpoint_metadata()},
           keep=self._tc.checkpoints_to_keep)
 
   # ------------------------------------------------------------------------

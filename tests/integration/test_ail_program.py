@@ -178,8 +178,12 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   r4 = run_tandem(['plot', run_dir])
   assert r4.returncode == 0, r4.stderr[-2000:]
   assert os.path.getsize(os.path.join(run_dir, 'learning_curve.png')) > 0
-  assert checkpointing.latest(os.path.join(run_dir, 'checkpoints',
-                                           'learner'))
+  latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
+                                             'learner'))
+  # The plan its rounds were counted under, for a later resume to check.
+  from agents.ail import learner as ail_learner
+  assert checkpointing.read_metadata(latest)['round_plan'] == \
+      ail_learner.plan_record(named.tiny().ail)
 
 
 if __name__ == '__main__':

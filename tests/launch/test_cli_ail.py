@@ -367,3 +367,35 @@ def test_a_behaviour_cloning_decay_far_from_the_budget_is_noted():
       'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.5',
       'ail.bc_decay_steps': str(int(generator_steps * 4))})
   assert cli.schedule_note(held) is None
+
+
+def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
+    capsys, tmp_path, demos):
+  # config.json is what a resume compares overrides with; the checkpoint
+  # records the plan its counts were made under, so an edited config.json
+  # cannot place the restored steps in other rounds.
+  import json
+  from agents.ail import learner as ail_learner
+  from agents.common import checkpointing
+  from agents.common import counting
+  from agents.common.rundir import RunDir
+  from configs import ail as named
+  from launch import ail as program
+  cfg = config_lib.apply_overrides(named.tiny(), {
+      'runs_root': str(tmp_path), 'demos': demos})
+  rd = RunDir(str(tmp_path / cfg.name)).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  with open(os.path.join(rd.root, 'demos.json'), 'w') as f:
+    json.dump(cli.check_demonstrations(cfg), f)
+  counting.Counter(rd.counter).save()
+  plan = ail_learner.plan_record(cfg.ail)
+  assert program.checkpoint_mismatch(cfg, {'round_plan': plan}) is None
+  assert program.checkpoint_mismatch(cfg, {}) is None  # older checkpoints
+  other = dict(plan, generator_steps_per_round=8)
+  checkpointing.save_numbered(rd.learner_checkpoints, 0,
+                              program.learner_template(cfg),
+                              metadata={'round_plan': other})
+  rc, err = _main(capsys, 'train-ail', '--resume', rd.root)
+  assert rc == cli.EXIT_BAD_INPUT, err
+  assert 'round plan' in err and "'generator_steps_per_round': 8" in err, err
