@@ -165,8 +165,9 @@ def test_collect_demos_keeps_an_existing_out_file_unless_told(
   assert len(calls) == 1 and out.read_bytes() == b'the only copy'
 
 
-def test_resume_refuses_changed_demonstrations_and_round_sizes(
-    capsys, tmp_path, demos):
+def _ail_run_dir(tmp_path, demos):
+  """(config, run directory) of an adversarial run as a launch leaves it
+  before any node ran: config.json and demos.json."""
   import json
   from agents.common.rundir import RunDir
   from configs import ail as named
@@ -177,6 +178,12 @@ def test_resume_refuses_changed_demonstrations_and_round_sizes(
     json.dump(config_lib.to_dict(cfg), f)
   with open(os.path.join(rd.root, 'demos.json'), 'w') as f:
     json.dump(cli.check_demonstrations(cfg), f)
+  return cfg, rd
+
+
+def test_resume_refuses_changed_demonstrations_and_round_sizes(
+    capsys, tmp_path, demos):
+  _, rd = _ail_run_dir(tmp_path, demos)
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root,
                   '--ail.generator_steps_per_round=8')
   assert rc == cli.EXIT_BAD_INPUT
@@ -374,20 +381,11 @@ def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
   # config.json is what a resume compares overrides with; the checkpoint
   # records the plan its counts were made under, so an edited config.json
   # cannot place the restored steps in other rounds.
-  import json
   from agents.ail import learner as ail_learner
   from agents.common import checkpointing
   from agents.common import counting
-  from agents.common.rundir import RunDir
-  from configs import ail as named
   from launch import ail as program
-  cfg = config_lib.apply_overrides(named.tiny(), {
-      'runs_root': str(tmp_path), 'demos': demos})
-  rd = RunDir(str(tmp_path / cfg.name)).make()
-  with open(rd.config, 'w') as f:
-    json.dump(config_lib.to_dict(cfg), f)
-  with open(os.path.join(rd.root, 'demos.json'), 'w') as f:
-    json.dump(cli.check_demonstrations(cfg), f)
+  cfg, rd = _ail_run_dir(tmp_path, demos)
   counting.Counter(rd.counter).save()
   plan = ail_learner.plan_record(cfg.ail)
   assert program.checkpoint_mismatch(cfg, {'round_plan': plan}) is None
