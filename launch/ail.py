@@ -38,12 +38,18 @@ def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
 def checkpoint_mismatch(tc: AILTrainConfig, metadata: dict) -> Optional[str]:
   """Why a checkpoint cannot resume under `tc`, or None: its round plan
   (recorded since 2026-12-04; older checkpoints have none) must be tc's."""
-  saved = metadata.get('round_plan')
+  saved = metadata.get('round_plan') or {}
   want = ail_learner.plan_record(tc.ail)
-  if saved is None or saved == want:
+  # Only the fields both hold: a field added to the record later must not
+  # refuse the checkpoints written before it.
+  differ = {k: (saved[k], want[k]) for k in saved
+            if k in want and saved[k] != want[k]}
+  if not differ:
     return None
-  return (f'its round plan {saved} is not this config\'s {want}: the rounds '
-          'are counted from the steps under one plan for the whole run')
+  return ('its round plan differs from this config\'s: ' + ', '.join(
+      f'{k} {a} there, {b} here' for k, (a, b) in differ.items()) +
+          '; the rounds are counted from the steps under one plan for the '
+          'whole run')
 
 
 def learner_template(tc: AILTrainConfig) -> ail_learner.AILState:

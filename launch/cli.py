@@ -1046,10 +1046,12 @@ def make_parser() -> argparse.ArgumentParser:
 
 # What each command imports beyond pyproject's dependencies, which cover the
 # learner core alone (an accelerator image benchmarks it without the rest).
-STACK = {'train': ('jax', 'optax', 'launchpad', 'reverb', 'dm_control'),
-         'train-ail': ('jax', 'optax', 'launchpad', 'reverb', 'dm_control'),
-         'collect-demos': ('jax', 'optax', 'dm_control'),
-         'plot': ('matplotlib',)}
+# collect-demos builds the program's learner template, so it imports what
+# a launch does.
+_PROGRAM_STACK = ('jax', 'optax', 'tensorflow', 'launchpad', 'reverb', 'acme',
+                  'dm_control')
+STACK = {'train': _PROGRAM_STACK, 'train-ail': _PROGRAM_STACK,
+         'collect-demos': _PROGRAM_STACK, 'plot': ('matplotlib',)}
 
 
 def check_stack(command: str) -> None:
@@ -1072,7 +1074,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = make_parser()
   args, extra = parser.parse_known_args(argv)
   try:
-    check_stack(args.command)
+    if not getattr(args, 'show_config', False):  # which reads configs only
+      check_stack(args.command)
     if args.command in ('train', 'train-ail'):
       return train(args, extra, args.command)
     if extra:

@@ -13,8 +13,8 @@ import pytest
 from agents.common import checkpointing
 from agents.common import logs
 from tests.integration.conftest import (interrupt_after_learner_steps,
-                                        learner_steps, processes_mentioning,
-                                        run_tandem, start_tandem)
+                                        processes_mentioning, run_tandem,
+                                        start_tandem, wait_for_learner_steps)
 from tests.integration.demo_data import write_cartpole_demos
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
@@ -58,16 +58,16 @@ def _kill_then_resume(runs_root, name, launch, command, seed):
   proc = start_tandem(launch + ['--runs_root', runs_root, '--name', name,
                                 '--env_step_budget=10000000',
                                 '--checkpoint_period_s=2'], capture=False)
-  target = rng.randint(60, 300)
-  deadline = time.time() + 180
-  while learner_steps(run_dir) < target and time.time() < deadline:
-    time.sleep(0.2)
+  # Fails naming the count reached if the program exits or stalls first.
+  wait_for_learner_steps(run_dir, rng.randint(60, 300), timeout=180,
+                         proc=proc)
   time.sleep(rng.uniform(0, 2))
   _kill_everything(proc, run_dir)
   assert processes_mentioning(run_dir) == []
 
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
                                              'learner'))
+  assert latest is not None, 'no checkpoint before the kill'
   saved = checkpointing.read_metadata(latest)['counts']
   budget = saved['env_steps'] + 1500
   r = run_tandem([command, '--resume', run_dir, '--launch', 'local_mp',

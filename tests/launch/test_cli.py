@@ -611,7 +611,11 @@ def test_a_missing_stack_is_named_before_anything_imports_it(capsys,
   err = capsys.readouterr().err
   assert 'needs launchpad, reverb, not installed' in err, err
   assert 'make venv' in err and 'CPython 3.10' in err
-  # collect-demos does not need them.
+  # collect-demos builds the program's learner template: it needs them too.
   assert cli.main(['collect-demos', '--run', '/nonexistent', '--episodes',
                    '1', '--out', '/tmp/x.npz']) == 2
+  assert 'needs launchpad, reverb, not installed' in capsys.readouterr().err
+  # Printing a config needs none of them.
+  assert cli.main(['train', '--config', 'configs/mpo.py:tiny',
+                   '--show_config']) == 0
   assert 'not installed' not in capsys.readouterr().err
