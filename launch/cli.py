@@ -265,8 +265,11 @@ def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
                      'demonstrations; README: "Demonstration files")')
   try:
     demos = demonstrations.load_for_environment(cfg.demos, cfg.env)
+    note = demonstrations.flat_order_note(cfg.demos, cfg.env)
   except demonstrations.DemoError as e:
     raise UsageError(f'--demos: {e}') from e
+  if note:
+    print(note, file=sys.stderr)
   record = _demos_record(cfg.demos, demos)
   path = os.path.join(run_dir, 'demos.json') if run_dir else None
   if path and os.path.isfile(path):

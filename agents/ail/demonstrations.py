@@ -499,6 +499,33 @@ def load_for_environment(path: str, env_name: str) -> Demonstrations:
               action_dim=dims.action_dim, observation_keys=keys)
 
 
+def flat_order_note(path: str, env_name: str) -> Optional[str]:
+  """A warning for a file whose observations are one flat array, for an
+  environment whose observation-spec order is not its keys' sorted order
+  (walker: orientations, height, velocity). The loader cannot tell a flat
+  array's column order; Tandem's is the spec order, while writers that
+  flatten with `tree.flatten` (Acme's ConcatObservationWrapper among them)
+  sort the keys, so such a file loads with its columns silently permuted.
+  None for per-key arrays (observations_<key>), which carry their names."""
+  with _open(path) as npz:
+    if OBSERVATIONS not in npz.files:
+      return None
+  env = environments.make_environment(env_name, seed=0)
+  try:
+    keys = observation_keys(env)
+  finally:
+    env.close()
+  order = [k for k, _ in keys or []]
+  if order == sorted(order):
+    return None
+  return (f'note: {path} holds flat observations; for {env_name} their '
+          f'columns must be in the observation-spec order {order}, not the '
+          f'sorted order {sorted(order)} that tree.flatten-based writers '
+          '(Acme\'s ConcatObservationWrapper) produce; the loader cannot '
+          'tell them apart. Per-key arrays (observations_<key>, as '
+          '`tandem collect-demos` writes) carry their names.')
+
+
 def _split(observation: np.ndarray, prefix: str,
            keys: Optional[Sequence[tuple[str, int]]],
            source: str) -> dict[str, np.ndarray]:

@@ -411,3 +411,19 @@ def test_collect_samples_when_not_deterministic():
   assert np.std(mean_actions.action) < 0.05
   assert 0.3 < np.std(sampled.action) < 0.6
   assert np.all(np.abs(sampled.action) <= 1.0)
+
+
+def test_flat_observations_for_an_unsorted_spec_get_a_note(tmp_path):
+  # walker's spec order is orientations, height, velocity; a writer that
+  # flattens with tree.flatten (Acme's ConcatObservationWrapper) sorts the
+  # keys, and a flat array cannot show which order it holds.
+  flat = str(tmp_path / 'flat.npz')
+  np.savez(flat, observations=np.zeros((2, 24), np.float32))
+  note = demonstrations.flat_order_note(flat, 'walker:walk')
+  assert "['orientations', 'height', 'velocity']" in note, note
+  assert "['height', 'orientations', 'velocity']" in note, note
+  # Sorted spec order (cartpole: position, velocity): nothing to confuse.
+  assert demonstrations.flat_order_note(flat, 'cartpole:swingup') is None
+  per_key = str(tmp_path / 'per_key.npz')
+  np.savez(per_key, observations_height=np.zeros((2, 1), np.float32))
+  assert demonstrations.flat_order_note(per_key, 'walker:walk') is None
