@@ -300,7 +300,9 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
       batch = stream.get(timeout=0.01)
       if batch is not None:
         delivered.append(batch)
-    while (batch := stream.get(timeout=1.0)) is not None:
+    # Generous: on a loaded machine the stream's thread can be starved for
+    # over a second between sampling a call's last row and handing it over.
+    while (batch := stream.get(timeout=3.0)) is not None:
       delivered.append(batch)
     counted = client.server_info()[
         replay.TABLE].rate_limiter_info.sample_stats.completed
@@ -310,5 +312,8 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
   assert all(b.shape == (16, layout.width) for b in delivered)
   got = 16 * len(delivered)
   assert counted >= 32, counted
-  # All but the rows of one unfinished call reached the learner.
-  assert counted - 16 < got <= counted, (got, counted)
+  # All but the rows of one call reached the learner: an unfinished one
+  # (fewer than 16 rows), or, if the last wait ended just as the thread
+  # completed one, its 16 (CI saw 32 of 48 once). Dropping rows across
+  # timeouts delivered none here.
+  assert counted - 16 <= got <= counted, (got, counted)
