@@ -2,11 +2,11 @@
 
 Counts: env_steps (actors), episodes, learner_steps, discriminator_steps,
 rounds, env_faults (environment exceptions the actors and the evaluator
-survived, agents/common/env_faults.py), and elapsed_s, the wall time the program
-has run, summed over its launches (carried across restarts; the time between
-a stop and a resume is not counted). Every rate, schedule,
-log row and budget in Tandem is keyed to these, never to how long the
-current call or process has run.
+survived, agents/common/env_faults.py), and elapsed_s, the wall time the
+program has run, summed over its launches (carried across restarts; the time
+between a stop and a resume is not counted). Every rate, schedule, log row
+and budget in Tandem is keyed to these, never to how long the current call
+or process has run.
 
 Why not `acme.utils.counting.Counter`: Acme's counter keeps counts in memory
 (its save/restore hand a dict to a checkpointer) and its time is per process;
@@ -157,7 +157,8 @@ def since_start(counts: Mapping[str, float],
                       'discriminator_steps')) -> dict:
   """Throughput over the whole run: each count over the wall time the program
   has run, all its launches (rounds and discriminator time included, the
-  time between a stop and a resume not). `rates` gives the recent rate between two snapshots."""
+  time between a stop and a resume not). `rates` gives the recent rate
+  between two snapshots."""
   t = counts['elapsed_s']
   return {f'{k}_per_s_since_start': (counts.get(k, 0) / t if t > 0 else 0.0)
           for k in keys}

@@ -168,15 +168,18 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         self._counts = call(self._counter, 'get_counts')
       except Stopping:
         pass  # the program is stopping anyway: the counts last seen
-    path = self.save_checkpoint()
-    return {'checkpoint': path,
-            'counts': checkpointing.read_metadata(path)['counts']}
+    path, counts = self._save_checkpoint()
+    return {'checkpoint': path, 'counts': counts}
 
   def get_steps(self) -> int:
     with self._lock:
       return self._checkpoint_step(self._state)
 
   def save_checkpoint(self) -> str:
+    return self._save_checkpoint()[0]
+
+  def _save_checkpoint(self) -> tuple[str, dict]:
+    """(path, the global counts recorded with the state)."""
     # The counts last seen, not a fresh call: at stop time the counter's
     # server may already be gone, and a call would block.
     with self._lock:
@@ -186,12 +189,13 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         # so these are the state's; its own steps overwrite them anyway (a
         # state restored before any update carries the counter's).
         counts.update(self._own_counts(self._state))
-      return checkpointing.save_numbered(
+      path = checkpointing.save_numbered(
           self._run_dir.learner_checkpoints,
           self._checkpoint_step(self._state),
           self._state, metadata={'counts': counts,
                                  **self._checkpoint_metadata()},
           keep=self._tc.checkpoints_to_keep)
+      return path, counts
 
   # ------------------------------------------------------------------------
 
