@@ -57,6 +57,10 @@ def stop_requested(timeout: float = 0.0) -> bool:
     return _captured[0].wait(timeout)
 
 
+# How long a failed call waits for this node's stop before it is an error.
+_STOP_GRACE_S = 2.0
+
+
 def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):
   """client.method(*args, **kwargs) over Courier, abandoned on stop."""
   future = getattr(client.futures, method)(*args, **kwargs)
@@ -66,3 +70,10 @@ def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):
     except concurrent.futures.TimeoutError:
       if stop_requested():
         raise Stopping(f'{method}: program stopping') from None
+    except Exception as e:  # noqa: BLE001 - re-raised unless stopping
+      # A peer that stops first cancels the calls it was serving (Courier:
+      # StatusNotOk "Cancelled"), and this node's own stop may arrive a
+      # moment later: that is the stop, not a crash of this node.
+      if stop_requested(_STOP_GRACE_S):
+        raise Stopping(f'{method}: program stopping ({e})') from e
+      raise

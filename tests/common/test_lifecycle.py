@@ -66,3 +66,33 @@ def test_without_a_captured_event_the_error_says_why(fresh_capture):
                                           poll_s=0.2))
   assert isinstance(out.get('error'), RuntimeError)
   assert 'capture_stop_event' in str(out['error'])
+
+
+class _FailingClient:
+  """A Courier-like client whose peer cancels the call (it stopped first)."""
+
+  def __init__(self):
+    self.futures = self
+
+  def answer(self, x):
+    del x
+    f = concurrent.futures.Future()
+    f.set_exception(RuntimeError('Cancelled'))
+    return f
+
+
+def test_a_call_failing_as_the_program_stops_is_the_stop(fresh_capture,
+                                                         monkeypatch):
+  # CI saw a learner "crash" with StatusNotOk: Cancelled from the counter
+  # that stopped first on Ctrl-C; its own stop arrived a moment later.
+  monkeypatch.setattr(lifecycle, '_STOP_GRACE_S', 0.5)
+  stop = threading.Event()
+  lifecycle.capture_stop_event(stop)
+  threading.Timer(0.1, stop.set).start()
+  out = _in_thread(lambda: lifecycle.call(_FailingClient(), 'answer', 1))
+  assert isinstance(out.get('error'), lifecycle.Stopping), out
+  # Without a stop it is the error it is.
+  stop.clear()
+  out = _in_thread(lambda: lifecycle.call(_FailingClient(), 'answer', 1))
+  assert isinstance(out.get('error'), RuntimeError), out
+  assert not isinstance(out['error'], lifecycle.Stopping)
