@@ -877,7 +877,7 @@ def train(args, extra, command: str = 'train') -> int:
     failed = True
     stop_time = time.time()
     print(f'\nprogram failed: {_describe_failure(e)}', file=sys.stderr)
-    first = deaths.first()
+    first = deaths.first(wait_s=2.0)
     if first is not None:
       print(f'the first node process to end was {first[1]} (pid {first[0]})',
             file=sys.stderr)

@@ -14,6 +14,23 @@ from absl import flags
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
 
+
+def _patient_thread_programs():
+  """The first Launchpad worker manager of a process takes
+  --lp_termination_notice_secs (10 by default) and, when thread workers
+  (test_mt programs) have not stopped by then, kills its whole process: here
+  pytest itself, with no summary. A test_mt program's replay server takes
+  ~5 s to stop while a sampling stream is open, so a loaded machine could
+  cross 10 s. A node that never stops still ends the session, later."""
+  try:
+    import launchpad.flags  # pylint: disable=unused-import
+  except ImportError:  # the learner core's tests run without Launchpad
+    return
+  flags.FLAGS.lp_termination_notice_secs = 120
+
+
+_patient_thread_programs()
+
 os.environ.setdefault('MUJOCO_GL', 'disable')
 
 

@@ -24,10 +24,13 @@ class AILEvaluatorNode(acting.EvaluatorNode):
     self._rewards_fn = None
     self._discriminator = None
 
-  def _before_episodes(self) -> None:
-    # With the policy, before the episodes: fetched after them, it would be
-    # the learner's of minutes later, newer than the row's counts say.
-    self._discriminator = call(self._learner, 'get_discriminator')
+  def _fetch_policy(self):
+    # The discriminator with the policy, in one call: both of one learner
+    # update, before the episodes (fetched after them, it would be the
+    # learner's of minutes later, newer than the row's counts say).
+    policy, self._discriminator = call(self._learner, 'get_variables',
+                                       ['policy', 'discriminator'])
+    return policy
 
   def _episode_metrics(self, episodes: list) -> dict:
     import jax  # on this node's CPU (launch/mpo.py's CPU_ONLY)

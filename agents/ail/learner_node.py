@@ -42,10 +42,6 @@ class AILLearnerNode(learner_node.LearnerNode):
 
   VARIABLES = ('policy', 'discriminator')
 
-  def _variable(self, name: str):
-    return self._discriminator if name == 'discriminator' else \
-        self._published
-
   def __init__(self, train_config, dims, replay_client, counter, run_dir: str,
                resume: bool = False):
     self._ail = train_config.ail
@@ -67,10 +63,11 @@ class AILLearnerNode(learner_node.LearnerNode):
   # LearnerNode's hooks ------------------------------------------------------
 
   def _publish(self) -> None:
-    super()._publish()
-    self._discriminator = jax.device_get(
-        (self._state.discriminator.params,
-         self._state.discriminator.normalizer))
+    self._served = {
+        'policy': jax.device_get(self._policy(self._state)),
+        'discriminator': jax.device_get(
+            (self._state.discriminator.params,
+             self._state.discriminator.normalizer))}
 
   def _own_counts(self, state) -> dict:
     return {'learner_steps': int(state.generator.steps),
@@ -99,14 +96,6 @@ class AILLearnerNode(learner_node.LearnerNode):
     for stream in (self._batches, self._disc_batches):
       if stream is not None:
         stream.close()
-
-  # Courier methods -------------------------------------------------------
-
-  def get_discriminator(self):
-    """(params, normalizer) of the latest discriminator, as numpy."""
-    return self._discriminator
-
-  # ------------------------------------------------------------------------
 
   def _windows_stream(self, k: int, b: int) -> replay.BatchStream:
     return replay.BatchStream(

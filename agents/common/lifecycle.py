@@ -58,7 +58,10 @@ def stop_requested(timeout: float = 0.0) -> bool:
 
 
 # How long a failed call waits for this node's stop before it is an error.
-_STOP_GRACE_S = 2.0
+# Nodes learn of a stop independently (a dead launcher: each on its own 1 s
+# poll), so on a loaded machine a peer can be gone seconds before this node
+# hears; a real failure is reported this much later.
+STOP_GRACE_S = 5.0
 
 
 def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):
@@ -74,6 +77,6 @@ def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):
       # A peer that stops first cancels the calls it was serving (Courier:
       # StatusNotOk "Cancelled"), and this node's own stop may arrive a
       # moment later: that is the stop, not a crash of this node.
-      if stop_requested(_STOP_GRACE_S):
+      if stop_requested(STOP_GRACE_S):
         raise Stopping(f'{method}: program stopping ({e})') from e
       raise

@@ -85,19 +85,29 @@ def discarded_dir(rd: RunDir, segment: int) -> str:
   return os.path.join(rd.logs, 'discarded', f'segment-{segment}')
 
 
-def published_elapsed(rd: RunDir) -> float:
-  """The wall time the program has run that the counter last published
-  (progress.json, every second), or 0.0 where there is none to read.
-  counter.json is saved every checkpoint period only, so after a hard kill
-  it misses up to that long; progress.json does not."""
+def _published_counts(rd: RunDir) -> dict:
+  """The counts the counter last published (progress.json, every second),
+  or {} where there are none to read. counter.json is saved every
+  checkpoint period only, so after a hard kill it misses up to that long;
+  progress.json does not."""
   try:
     with open(rd.progress) as f:
-      value = json.load(f)['counts']['elapsed_s']
+      counts = json.load(f)['counts']
   except (OSError, ValueError, KeyError, TypeError):
-    return 0.0
+    return {}
+  return counts if isinstance(counts, dict) else {}
+
+
+def _positive(value) -> float:
   if isinstance(value, bool) or not isinstance(value, (int, float)):
     return 0.0
   return float(value) if math.isfinite(value) and value > 0 else 0.0
+
+
+def published_elapsed(rd: RunDir) -> float:
+  """The wall time the program has run that the counter last published
+  (progress.json), or 0.0 where there is none to read."""
+  return _positive(_published_counts(rd).get('elapsed_s'))
 
 
 def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
@@ -143,8 +153,12 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
   dest = discarded_dir(rd, segment)
   new = {k: int(counts.get(k, before.get(k, 0)))
          for k in counting.COUNT_KEYS}
+  published = _published_counts(rd)
   for k in KEPT_FROM_COUNTER:
-    new[k] = int(before.get(k, 0))
+    # Events after counter.json's last save are in progress.json.
+    seen = published.get(k)
+    new[k] = max(int(before.get(k, 0)),
+                 int(seen) if counting.is_count(seen) else 0)
   elapsed = max(float(state['elapsed_s']), float(counts.get('elapsed_s', 0.0)),
                 published_elapsed(rd))
   moved = new != {k: int(before.get(k, 0)) for k in counting.COUNT_KEYS}

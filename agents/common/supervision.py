@@ -298,7 +298,16 @@ class DeathWatch:
         with self._lock:
           self.ended.append((time.time(), pid, name))
 
-  def first(self) -> Optional[tuple[int, str]]:
-    """(pid, node) of the first program process seen to end, or None."""
-    with self._lock:
-      return (self.ended[0][1], self.ended[0][2]) if self.ended else None
+  def first(self, wait_s: float = 0.0) -> Optional[tuple[int, str]]:
+    """(pid, node) of the first program process seen to end, or None if
+    none has been seen within `wait_s` seconds. The launcher asks once
+    Launchpad saw a worker exit; this thread may not have run since that
+    process ended (its pidfd is then readable already), so it waits."""
+    deadline = time.monotonic() + wait_s
+    while True:
+      with self._lock:
+        if self.ended:
+          return self.ended[0][1], self.ended[0][2]
+      if time.monotonic() >= deadline or not self._thread.is_alive():
+        return None
+      time.sleep(0.02)

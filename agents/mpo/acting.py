@@ -26,6 +26,7 @@ import numpy as np
 
 from agents.common import env_faults
 from agents.common import environments
+from agents.common import lifecycle
 from agents.common import logs
 from agents.common import replay
 from agents.common.lifecycle import Stopping, call, stop_requested
@@ -218,6 +219,16 @@ class ActorNode:
         self._run()
       except Stopping:
         logging.info('actor_%d: stopped mid-call (replay or RPC)', self._id)
+      except InjectedCrash:
+        raise  # a crash by definition: waiting would only delay its report
+      except Exception as e:  # noqa: BLE001 - re-raised unless stopping
+        # A replay server that stops first cancels the writes blocked on
+        # its rate limiter (Reverb: RuntimeError "Cancelled"), and this
+        # node's own stop may arrive a moment later: that is the stop, not
+        # a crash (as for Courier calls: lifecycle.call).
+        if not stop_requested(lifecycle.STOP_GRACE_S):
+          raise
+        logging.info('actor_%d: stopped (%r during the stop)', self._id, e)
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo
@@ -358,9 +369,8 @@ class EvaluatorNode:
                                  self._faults, recover_on='episode')
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)
-      get_variables = lambda: call(self._learner, 'get_variables')
-      self._actor = actor_lib.Actor(self._tc.mpo, get_variables(), seed=0,
-                                    variable_source=get_variables,
+      self._actor = actor_lib.Actor(self._tc.mpo, self._fetch_policy(),
+                                    seed=0, variable_source=self._fetch_policy,
                                     deterministic=True)
 
   # Whether evaluate_now records its episodes' transitions for
@@ -382,7 +392,6 @@ class EvaluatorNode:
       if counts is None:
         counts = call(self._counter, 'get_counts')
       self._actor.update(wait=True)  # the learner's latest policy
-      self._before_episodes()
       faults_before = self._faults.total
       returns, recorded = run_episodes(
           self._env, self._actor, episodes or self._tc.eval_episodes,
@@ -402,9 +411,10 @@ class EvaluatorNode:
            last_eval_env_steps=counts['env_steps'])
       return row
 
-  def _before_episodes(self) -> None:
-    """Fetches what `_episode_metrics` needs from the learner, next to the
-    policy (a subclass's hook)."""
+  def _fetch_policy(self):
+    """The learner's latest policy params (a subclass also fetches what
+    `_episode_metrics` needs, in the same call)."""
+    return call(self._learner, 'get_variables')
 
   def run(self):
     with capture_errors(self._run_dir, 'evaluator'):

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from agents.common import checkpointing
+from agents.common import lifecycle
 from agents.common import logs
 from agents.common import replay
 from agents.common import stall
@@ -93,8 +94,10 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     return learner_lib.acting_policy(self._cfg, self._mpo_state(state))
 
   def _publish(self) -> None:
-    """Copies what the Courier methods serve out of the current state."""
-    self._published = jax.device_get(self._policy(self._state))
+    """Copies what the Courier methods serve out of the current state, as
+    one dict assigned at once (readers take no lock): a caller asking for
+    several groups gets them all of one update."""
+    self._served = {'policy': jax.device_get(self._policy(self._state))}
 
   def _own_counts(self, state) -> dict:
     """The counts this learner's state owns; after a restore they overwrite
@@ -118,18 +121,16 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
 
   def get_variables(self, names=None):
     """The latest policy params (numpy pytree); with `names` (Acme's
-    VariableSource), a list of the named groups from `VARIABLES`."""
+    VariableSource), a list of the named groups from `VARIABLES`, all of
+    one update."""
+    served = self._served
     if names is None:
-      return self._published
+      return served['policy']
     unknown = [n for n in names if n not in self.VARIABLES]
     if unknown:
       raise KeyError(f'get_variables: unknown names {unknown}; this learner '
                      f'serves {list(self.VARIABLES)}')
-    return [self._variable(n) for n in names]
-
-  def _variable(self, name: str):
-    del name  # only 'policy'
-    return self._published
+    return [served[n] for n in names]
 
   def save(self):
     """acme.core.Saveable: the whole learner state, as numpy."""
@@ -272,6 +273,18 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       row[step_key] = int(step)
       logger.write(row, tensorboard=step % self._tb_every == 0)
 
+  def _save_before_crash(self, error: BaseException) -> None:
+    """Best effort: a failing save (the same full disk) is logged, and the
+    crash that called it is the one reported."""
+    try:
+      self._close_streams()
+      path = self.save_checkpoint()
+    except Exception as save_error:  # noqa: BLE001 - reported below
+      logging.error('learner: crashing (%r); saving a checkpoint on the way '
+                    'failed too: %r', error, save_error)
+      return
+    logging.error('learner: crashing (%r); saved %s first', error, path)
+
   def _run(self):
     logging.info('learner: JAX device %s', self._device)
     last_ckpt = time.monotonic()
@@ -298,7 +311,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       # through the stop path's checkpoint, then fail naming replay.
       self._close_streams()
       path = self.save_checkpoint()
-      if stop_requested():
+      # The replay node may stop a moment before this node hears of the
+      # stop (lifecycle.call's grace, for the same reason).
+      if stop_requested(lifecycle.STOP_GRACE_S):
         logging.info('learner: replay went away during the stop (%s); '
                      'checkpoint %s', e, path)
         return
@@ -306,6 +321,15 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
           f'learner: the replay server stopped answering ({e}); the replay '
           f'node died first. The learner saved {path}; continue with '
           '--resume') from e
+    except stall.LearnerStalled:
+      raise  # it saved the last finite state already
+    except Exception as e:
+      # A failed counter call, a full disk under the logs, a failed
+      # compile: the state is the last update's (an update assigns it only
+      # once it returned), so save it before the crash is reported rather
+      # than lose up to checkpoint_period_s of learning.
+      self._save_before_crash(e)
+      raise
     # Stop requested: the stop handler's work, done between updates.
     self._close_streams()
     if self._tc.fault_injection_slow_stop_s:

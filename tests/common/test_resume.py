@@ -191,6 +191,25 @@ def test_wall_time_the_counter_published_after_its_last_save_is_kept(
   assert json.load(open(rd.counter))['elapsed_s'] == (want or saved)
 
 
+@pytest.mark.parametrize('published, want', [
+    (5, 5),          # faults after counter.json's last save
+    (1, 2),          # behind: counter.json's
+    ('x', 2), (-3, 2), (2.5, 2), (True, 2),   # not a count: ignored
+])
+def test_env_faults_the_counter_published_after_its_last_save_are_kept(
+    tmp_path, published, want):
+  # The README promises survived environment faults are never rolled back;
+  # after a hard kill counter.json misses those since its last save.
+  rd, path = _run_dir(tmp_path, {'env_steps': 3000, 'learner_steps': 120,
+                                 'env_faults': 0})
+  json.dump({'counts': {'env_faults': published, 'elapsed_s': 1.0}},
+            open(rd.progress, 'w'))
+  done = resume.reconcile(rd, path, segment=2)
+  assert done['counts']['env_faults'] == want
+  assert counting.Counter(rd.counter, restore=True).get_counts()[
+      'env_faults'] == want
+
+
 def test_only_the_wall_time_moving_rewrites_counter_json_and_discards_nothing(
     tmp_path):
   # A checkpoint at the counter's counts, progress.json a minute ahead.

@@ -155,6 +155,25 @@ def test_death_watch_names_the_first_process_to_end(tmp_path):
       p.kill()
 
 
+def test_death_watch_first_waits_for_an_end_already_under_way(tmp_path):
+  # The launcher asks as soon as Launchpad saw a worker exit, which can be
+  # before this watch's thread ran: it must not answer None then.
+  run_dir = str(tmp_path)
+  marker = {supervision.ENV_RUN_DIR: os.path.abspath(run_dir),
+            supervision.ENV_NODE: 'replay'}
+  node = _python('import time; time.sleep(60)', env=marker)
+  watch = supervision.DeathWatch(run_dir, poll_s=0.05).start()
+  try:
+    assert _wait(lambda: len(watch._known) == 1)  # pylint: disable=protected-access
+    assert watch.first(wait_s=0.1) is None  # nothing ended yet
+    node.kill()
+    node.wait()
+    assert watch.first(wait_s=30) == (node.pid, 'replay')
+  finally:
+    watch.stop()
+    node.kill()
+
+
 def test_launchpad_exit_codes_are_explained():
   from launch import cli
   text = cli._describe_failure(RuntimeError(  # pylint: disable=protected-access

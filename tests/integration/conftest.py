@@ -10,7 +10,7 @@ import pytest
 from tests import REPO_ROOT as ROOT
 
 
-def run_tandem(args, timeout=240):
+def run_tandem(args, timeout=480):
   """Runs the `tandem` CLI in a subprocess; returns CompletedProcess."""
   env = dict(os.environ)
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
@@ -40,7 +40,7 @@ def learner_steps(run_dir):
     return 0
 
 
-def wait_for_learner_steps(run_dir, steps, timeout=120.0, proc=None):
+def wait_for_learner_steps(run_dir, steps, timeout=240.0, proc=None):
   """Waits until the program on run_dir has made more than `steps` learner
   steps; returns the count seen. Fails, naming the count reached, if
   `timeout` passes first or `proc` (the started `tandem`) exits: a test

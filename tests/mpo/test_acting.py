@@ -191,3 +191,61 @@ def test_first_evaluation_is_at_once_in_the_first_period(env_steps, expected):
   # actors counted before the evaluator started; a resumed one waits for
   # its next multiple of the period.
   assert acting.first_evaluation_at(env_steps, 10_000) == expected
+
+
+@pytest.mark.parametrize('stop_after_s, crashes', [(0.1, False), (None, True)])
+def test_an_actor_write_failing_as_the_program_stops_is_the_stop(
+    tmp_path, monkeypatch, stop_after_s, crashes):
+  # Replay stopping first cancels the writes blocked on its rate limiter
+  # (Reverb raises RuntimeError); the actor's own stop comes a moment later.
+  # Without a stop the error is the actor's crash, written to errors/.
+  import threading
+
+  from agents.common import lifecycle
+  from configs import mpo as named
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  stop = threading.Event()
+  lifecycle.capture_stop_event(stop)
+  # Long for the stop half (the wait ends when the stop comes), short for
+  # the other.
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S',
+                      10.0 if stop_after_s else 0.2)
+
+  class _Replay:
+    server_address = 'localhost:0'  # never contacted
+  node = acting.ActorNode(named.tiny(), 0, _Replay(), None, None,
+                          str(tmp_path), segment=1)
+
+  def cancelled():
+    raise RuntimeError('Cancelled: RateLimiter has been cancelled')
+  monkeypatch.setattr(node, '_run', cancelled)
+  if stop_after_s:
+    threading.Timer(stop_after_s, stop.set).start()
+    node.run()
+    assert not (tmp_path / 'errors' / 'actor_0.txt').exists()
+  else:
+    with pytest.raises(RuntimeError, match='Cancelled'):
+      node.run()
+    assert 'Cancelled' in (tmp_path / 'errors' / 'actor_0.txt').read_text()
+
+
+def test_an_injected_actor_crash_is_reported_at_once(tmp_path, monkeypatch):
+  from agents.common import lifecycle
+  from configs import mpo as named
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  lifecycle.capture_stop_event(__import__('threading').Event())
+  waits = []
+  monkeypatch.setattr(acting, 'stop_requested',
+                      lambda timeout=0.0: waits.append(timeout) or False)
+
+  class _Replay:
+    server_address = 'localhost:0'
+  node = acting.ActorNode(named.tiny(), 0, _Replay(), None, None,
+                          str(tmp_path), segment=1)
+
+  def crash():
+    raise acting.InjectedCrash('injected')
+  monkeypatch.setattr(node, '_run', crash)
+  with pytest.raises(acting.InjectedCrash):
+    node.run()
+  assert waits == []  # no grace waited for

@@ -36,8 +36,13 @@ class _Learner:
     self.params = jax.device_get(
         networks.init_policy(jax.random.PRNGKey(0), OBS, ACT, (8,)))
 
-  def get_variables(self):
-    return self.params
+  discriminator = None  # an adversarial test's
+
+  def get_variables(self, names=None):
+    if names is None:
+      return self.params
+    return [{'policy': self.params,
+             'discriminator': self.discriminator}[n] for n in names]
 
 
 class _Rows:
@@ -253,13 +258,17 @@ def test_adversarial_evaluator_scores_only_whole_episodes(program):
   from agents.ail import discriminator as disc
   from launch.config import AILTrainConfig
   tc = AILTrainConfig(env=ENV, seed=7, tensorboard=False)
-  program.learner.get_discriminator = lambda: jax.device_get(
+  program.learner.discriminator = jax.device_get(
       (disc.init_params(jax.random.PRNGKey(1), tc.ail, OBS, ACT),
        disc.init_normalizer(OBS)))
   scored, fetched = [], []
-  get_discriminator = program.learner.get_discriminator
-  program.learner.get_discriminator = lambda: (
-      fetched.append(program.factory.built[-1].steps), get_discriminator())[1]
+  get_variables = program.learner.get_variables
+
+  def spied(names=None):
+    if names is not None and 'discriminator' in names:
+      fetched.append((tuple(names), program.factory.built[-1].steps))
+    return get_variables(names)
+  program.learner.get_variables = spied
 
   class Spy(ail_acting.AILEvaluatorNode):
     def _episode_metrics(self, episodes):
@@ -273,5 +282,5 @@ def test_adversarial_evaluator_scores_only_whole_episodes(program):
   assert [len(ep['reward']) for ep in scored] == [5, 5]
   assert np.isfinite(row['learned_return'])
   # The discriminator scoring the row is the one of the row's counts,
-  # fetched with the policy before any episode step.
-  assert fetched == [0]
+  # fetched with the policy, in one call, before any episode step.
+  assert fetched and fetched[-1] == (('policy', 'discriminator'), 0)

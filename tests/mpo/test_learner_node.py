@@ -76,7 +76,7 @@ class _Stream:
   def __init__(self, tc, dims):
     from agents.common import replay
     self._layout = replay.TransitionLayout(dims.observation, dims.action)
-    self._tc, self.taken = tc, 0
+    self._tc, self.taken, self.closed = tc, 0, False
 
   def get(self, timeout):
     from agents.common import replay
@@ -89,7 +89,7 @@ class _Stream:
     return replay.to_batch(rows, self._layout, 0.99, k, b)
 
   def close(self):
-    pass
+    self.closed = True
 
 
 def test_after_finish_the_learner_takes_no_update(tmp_path):
@@ -185,3 +185,68 @@ def test_finish_checkpoints_the_counters_counts_of_that_moment(tmp_path):
   assert saved == done['counts']
   assert (saved['env_steps'], saved['episodes'], saved['learner_steps']) == \
       (123, 1, tc.mpo.sgd_steps_per_call)
+
+
+def test_a_learner_crashing_mid_run_saves_its_state_first(tmp_path,
+                                                          monkeypatch):
+  # A counter call that fails with no stop behind it (the counter died) is
+  # a crash of the learner, reported as one; the learning done since the
+  # last periodic checkpoint is saved on the way, not lost.
+  import threading
+
+  from agents.common import counting
+  from agents.common import lifecycle
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  lifecycle.capture_stop_event(threading.Event())  # never set
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+  counter = counting.Counter()
+
+  class DyingCounter:
+    """Answers the first update's increment, fails the second's."""
+
+    def increment(self, **deltas):
+      if counter.get_counts().get('learner_steps', 0):
+        raise RuntimeError('Unavailable: the counter is gone')
+      return counter.increment(**deltas)
+
+    def __getattr__(self, name):
+      return getattr(counter, name)
+
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  tc = config_lib.apply_overrides(tc, {'checkpoint_period_s': 1000.0})
+  node = LearnerNode(tc, dims, UncontactedReplay(),
+                     CourierClient(DyingCounter()), str(tmp_path))
+  stream = node._batches = _Stream(tc, dims)
+  with pytest.raises(RuntimeError, match='counter is gone'):
+    node._run()
+  k = tc.mpo.sgd_steps_per_call
+  directory = RunDir(str(tmp_path)).learner_checkpoints
+  latest = checkpointing.latest(directory)
+  assert latest == checkpointing.numbered_path(directory, 2 * k)
+  assert checkpointing.read_metadata(latest)['counts']['learner_steps'] == \
+      2 * k
+  assert stream.closed
+
+
+def test_a_learner_whose_crash_save_fails_reports_the_crash(tmp_path,
+                                                            monkeypatch):
+  import threading
+
+  from agents.common import lifecycle
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  lifecycle.capture_stop_event(threading.Event())
+
+  class BrokenCounter:
+    def set_extra(self, **values):
+      raise RuntimeError('the original failure')
+
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(),
+                     CourierClient(BrokenCounter()), str(tmp_path))
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+
+  def full_disk():
+    raise OSError(28, 'No space left on device')
+  monkeypatch.setattr(node, 'save_checkpoint', full_disk)
+  with pytest.raises(RuntimeError, match='the original failure'):
+    node._run()
