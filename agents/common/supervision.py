@@ -253,7 +253,9 @@ class DeathWatch:
     self._poll = poll_s
     self._fds: dict[int, tuple[int, str]] = {}   # pidfd -> (pid, node)
     self._known: set = set()
-    self.ended: list[tuple[float, int, str]] = []
+    # (time, pid, node, how many ended in the same poll): those seen in one
+    # poll are in registration order, not the order they ended in.
+    self.ended: list[tuple[float, int, str, int]] = []
     self._lock = threading.Lock()
     self._stop = threading.Event()
     self._thread = threading.Thread(target=self._watch, daemon=True,
@@ -291,23 +293,29 @@ class DeathWatch:
     while not self._stop.is_set():
       if self._expected is None or len(self._known) < self._expected:
         self._learn(poller)
-      for fd, _ in poller.poll(self._poll * 1000):
-        pid, name = self._fds.pop(fd)
+      events = poller.poll(self._poll * 1000)
+      seen = []
+      for fd, _ in events:
+        seen.append(self._fds.pop(fd))
         poller.unregister(fd)
         os.close(fd)
-        with self._lock:
-          self.ended.append((time.time(), pid, name))
+      with self._lock:
+        self.ended.extend((time.time(), pid, name, len(seen))
+                          for pid, name in seen)
 
   def first(self, wait_s: float = 0.0) -> Optional[tuple[int, str]]:
     """(pid, node) of the first program process seen to end, or None if
-    none has been seen within `wait_s` seconds. The launcher asks once
-    Launchpad saw a worker exit; this thread may not have run since that
-    process ended (its pidfd is then readable already), so it waits."""
+    none has been seen within `wait_s` seconds, or if the first were seen
+    together (this thread was late: which ended first is unknown). The
+    launcher asks once Launchpad saw a worker exit; this thread may not
+    have run since that process ended (its pidfd is then readable
+    already), so it waits."""
     deadline = time.monotonic() + wait_s
     while True:
       with self._lock:
         if self.ended:
-          return self.ended[0][1], self.ended[0][2]
+          _, pid, name, together = self.ended[0]
+          return (pid, name) if together == 1 else None
       if time.monotonic() >= deadline or not self._thread.is_alive():
         return None
       time.sleep(0.02)

@@ -226,9 +226,12 @@ class ActorNode:
         # its rate limiter (Reverb: RuntimeError "Cancelled"), and this
         # node's own stop may arrive a moment later: that is the stop, not
         # a crash (as for Courier calls: lifecycle.call).
-        if not stop_requested(lifecycle.STOP_GRACE_S):
+        if not lifecycle.stop_requested(lifecycle.STOP_GRACE_S):
           raise
-        logging.info('actor_%d: stopped (%r during the stop)', self._id, e)
+        # Any error, so logged whole: one of the actor's own that happened
+        # to coincide with the stop stays readable in its node log.
+        logging.warning('actor_%d: stopped; an error came with the stop: '
+                        '%r', self._id, e, exc_info=True)
 
   def _run(self):
     tc, cfg = self._tc, self._tc.mpo

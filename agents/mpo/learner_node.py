@@ -62,6 +62,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       logging.info('learner: restored %s (learner step %d)', latest,
                    self._checkpoint_step(state))
     self._state = state
+    # The state last written to (or read from) a checkpoint, or the initial
+    # one: a crash saves only a state that is not already on disk.
+    self._saved = state
     # Set by `finish`: no update after it, so the final evaluation, the
     # final checkpoint and final.json all describe one state.
     self._finished = False
@@ -196,6 +199,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
           self._state, metadata={'counts': counts,
                                  **self._checkpoint_metadata()},
           keep=self._tc.checkpoints_to_keep)
+      self._saved = self._state
       return path, counts
 
   # ------------------------------------------------------------------------
@@ -275,9 +279,15 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
 
   def _save_before_crash(self, error: BaseException) -> None:
     """Best effort: a failing save (the same full disk) is logged, and the
-    crash that called it is the one reported."""
+    crash that called it is the one reported. A state already on disk (no
+    update since the restore or the last save) is not written again."""
     try:
       self._close_streams()
+      with self._lock:
+        if self._state is self._saved:
+          logging.error('learner: crashing (%r); no update since the last '
+                        'checkpoint', error)
+          return
       path = self.save_checkpoint()
     except Exception as save_error:  # noqa: BLE001 - reported below
       logging.error('learner: crashing (%r); saving a checkpoint on the way '
@@ -327,7 +337,9 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       # A failed counter call, a full disk under the logs, a failed
       # compile: the state is the last update's (an update assigns it only
       # once it returned), so save it before the crash is reported rather
-      # than lose up to checkpoint_period_s of learning.
+      # than lose up to checkpoint_period_s of learning. If the failure came
+      # after that update but before its log rows (as on the stop path), a
+      # resume continues past them: learner.csv skips those steps.
       self._save_before_crash(e)
       raise
     # Stop requested: the stop handler's work, done between updates.

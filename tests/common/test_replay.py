@@ -320,7 +320,8 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
       last = counted
       if still >= 2 and counted - 16 * len(delivered) < 16:
         break
-    counted = completed()
+    else:
+      counted = completed()
   finally:
     stream.close()
     server.stop()

@@ -174,6 +174,51 @@ def test_death_watch_first_waits_for_an_end_already_under_way(tmp_path):
     node.kill()
 
 
+def test_death_watch_names_no_first_among_ends_seen_together(tmp_path,
+                                                              monkeypatch):
+  # Ends seen in one poll come back in registration order, not in the
+  # order they happened (a watch thread kept off the CPU): naming one would
+  # be a guess.
+  import select
+  import threading
+  run_dir = str(tmp_path)
+  marker = {supervision.ENV_RUN_DIR: os.path.abspath(run_dir)}
+  nodes = {name: _python('import time; time.sleep(60)',
+                         env={**marker, supervision.ENV_NODE: name})
+           for name in ('replay', 'learner')}
+  gate = threading.Event()
+  real_poll = select.poll
+
+  class _LatePoll:
+    """A poller whose polls wait for the gate once both are known."""
+
+    def __init__(self):
+      self._poll = real_poll()
+      self.register, self.unregister = self._poll.register, \
+          self._poll.unregister
+
+    def poll(self, timeout_ms):
+      if len(watch._known) == 2:  # pylint: disable=protected-access
+        assert gate.wait(30)
+      return self._poll.poll(timeout_ms)
+  monkeypatch.setattr(supervision.select, 'poll', _LatePoll)
+  watch = supervision.DeathWatch(run_dir, poll_s=0.05, expected=2)
+  watch.start()  # after the name is bound: its polls read it
+  try:
+    assert _wait(lambda: len(watch._known) == 2)  # pylint: disable=protected-access
+    for p in nodes.values():
+      p.kill()
+      p.wait()
+    gate.set()
+    assert _wait(lambda: len(watch.ended) == 2)
+    assert watch.first(wait_s=1.0) is None
+  finally:
+    gate.set()
+    watch.stop()
+    for p in nodes.values():
+      p.kill()
+
+
 def test_launchpad_exit_codes_are_explained():
   from launch import cli
   text = cli._describe_failure(RuntimeError(  # pylint: disable=protected-access

@@ -235,7 +235,7 @@ def test_an_injected_actor_crash_is_reported_at_once(tmp_path, monkeypatch):
   monkeypatch.setattr(lifecycle, '_captured', [])
   lifecycle.capture_stop_event(__import__('threading').Event())
   waits = []
-  monkeypatch.setattr(acting, 'stop_requested',
+  monkeypatch.setattr(lifecycle, 'stop_requested',
                       lambda timeout=0.0: waits.append(timeout) or False)
 
   class _Replay:

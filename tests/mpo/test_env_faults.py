@@ -9,6 +9,7 @@ Tandem's real NStepAdder writing into a list instead of a Reverb stream.
 """
 
 import os
+import threading
 
 import jax
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from agents.common import counting
 from agents.common import env_faults
 from agents.common import environments
+from agents.common import lifecycle
 from agents.common import logs
 from agents.common import replay
 from agents.common.rundir import ENV_FAULTS, RunDir, read_errors
@@ -84,6 +86,9 @@ def program(tmp_path, monkeypatch):
   # The stop arrives as soon as an actor has spent its budget and waits.
   monkeypatch.setattr(acting, 'stop_requested', lambda timeout=0.0:
                       timeout > 0)
+  # No stop comes after a crash (lifecycle's own stop_requested decides).
+  monkeypatch.setattr(lifecycle, '_captured', [threading.Event()])
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
 
   class Program:
     pass

@@ -232,21 +232,55 @@ def test_a_learner_whose_crash_save_fails_reports_the_crash(tmp_path,
                                                             monkeypatch):
   import threading
 
+  from agents.common import counting
   from agents.common import lifecycle
   monkeypatch.setattr(lifecycle, '_captured', [])
   lifecycle.capture_stop_event(threading.Event())
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+  counter = counting.Counter()
 
-  class BrokenCounter:
-    def set_extra(self, **values):
+  class DyingCounter:
+    def increment(self, **deltas):
       raise RuntimeError('the original failure')
+
+    def __getattr__(self, name):
+      return getattr(counter, name)
 
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(),
-                     CourierClient(BrokenCounter()), str(tmp_path))
-  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+                     CourierClient(DyingCounter()), str(tmp_path))
+  node._batches = _Stream(tc, dims)
+  tried = []
 
   def full_disk():
+    tried.append(1)
     raise OSError(28, 'No space left on device')
   monkeypatch.setattr(node, 'save_checkpoint', full_disk)
   with pytest.raises(RuntimeError, match='the original failure'):
     node._run()
+  assert tried  # the save was tried; its error did not replace the crash's
+
+
+def test_a_learner_crashing_before_any_update_writes_no_checkpoint(
+    tmp_path, monkeypatch):
+  # Its state is the initial one (or the checkpoint it was restored from):
+  # a checkpoint of it would add nothing, and a fresh run's would carry no
+  # counts.
+  import threading
+
+  from agents.common import lifecycle
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  lifecycle.capture_stop_event(threading.Event())
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+
+  class BrokenCounter:
+    def set_extra(self, **values):
+      raise RuntimeError('the counter is gone')
+
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  node = LearnerNode(tc, dims, UncontactedReplay(),
+                     CourierClient(BrokenCounter()), str(tmp_path))
+  with pytest.raises(RuntimeError, match='counter is gone'):
+    node._run()
+  assert checkpointing.latest(
+      RunDir(str(tmp_path)).learner_checkpoints) is None
