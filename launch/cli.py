@@ -563,6 +563,14 @@ def empty_replay_note(cfg, rd) -> Optional[str]:
           '--env_step_budget to train on')
 
 
+def _set_aside_unfinished_final(rd, segment: int) -> None:
+  from agents.common import resume as resume_lib
+  if resume_lib.set_aside_unfinished_final(rd, segment):
+    print('the final evaluation of the stopped launch (no final.json) moved '
+          f'to {resume_lib.discarded_dir(rd, segment)}: this launch evaluates '
+          'that checkpoint again')
+
+
 def _archive_final(rd, segment: int) -> Optional[str]:
   """Moves a previous launch's final.json (a run resumed past its budget)
   beside that launch's node logs, nodes/segment-<k-1>/final.json, so the
@@ -789,6 +797,8 @@ def train(args, extra, command: str = 'train') -> int:
   rd.archive_errors(segment - 1)
   if os.path.isdir(rd.stopped):  # the previous launch's stop markers
     shutil.rmtree(rd.stopped)
+  if resume:
+    _set_aside_unfinished_final(rd, segment)
   _archive_final(rd, segment)
   removed = rd.remove_stray_temporaries()
   if resume:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import time
 
 from agents.common import counting
@@ -90,6 +91,11 @@ class StepsLimiter:
         # checkpoint holds, so a resume past the budget keeps it.
         done = call(self._learner, 'finish')
         checkpoint = done['checkpoint']
+        # Until final.json exists: a resume sets a final row logged at
+        # these counts aside (resume.set_aside_unfinished_final) rather
+        # than keep it beside the one its own final evaluation logs.
+        files.write_json_atomic(self._rd.final_pending,
+                                {'counts': done['counts']})
         final = call(self._evaluator, 'evaluate_now', self._episodes, 'final',
                      done['counts'])
         call(self._counter, 'set_extra', finished=True)
@@ -107,4 +113,5 @@ class StepsLimiter:
           'budget': self._budget, 'learner_checkpoint': checkpoint,
           # When the stop began: each node's stop path is timed from here.
           'stop_time': time.time()})
+      os.remove(self._rd.final_pending)
     lp.stop()

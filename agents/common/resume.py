@@ -192,17 +192,23 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
-  header, rows = read_log(path)
-  if header is None or axis not in header:
-    return 0
-  col = header.index(axis)
-
-  def past(row):
+  def past(header, row):
+    if axis not in header:
+      return False
     try:
-      return float(row[col]) > limit
+      return float(row[header.index(axis)]) > limit
     except (IndexError, ValueError):
       return False   # a short row (Logger never writes one): kept
-  gone = [r for r in rows if past(r)]
+  return _move_rows(path, past, dest)
+
+
+def _move_rows(path: str, gone_if, dest: str) -> int:
+  """Moves the rows of CSV `path` for which gone_if(header, row) holds to
+  dest/<same name> (appended, with the header); returns how many moved."""
+  header, rows = read_log(path)
+  if header is None:
+    return 0
+  gone = [r for r in rows if gone_if(header, r)]
   if not gone:
     return 0
   os.makedirs(dest, exist_ok=True)
@@ -222,8 +228,41 @@ def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   with open(tmp, 'w', newline='') as f:
     w = csv.writer(f)
     w.writerow(header)
-    w.writerows(r for r in rows if not past(r))
+    w.writerows(r for r in rows if not gone_if(header, r))
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
   return len(gone)
+
+
+def set_aside_unfinished_final(rd: RunDir, segment: int) -> int:
+  """Moves the final evaluation row of a launch stopped between that
+  evaluation and final.json (Ctrl-C, a kill) to the segment's discarded/
+  folder, so the resumed launch's final evaluation, of the same checkpoint
+  at the same counts, is the run's one final row there. The limiter marks
+  that window with final.pending.json (the checkpoint's counts). Returns
+  how many rows moved. Call before final.json is archived."""
+  path = rd.final_pending
+  if not os.path.exists(path):
+    return 0
+  if os.path.exists(rd.final):  # finished; the marker's removal was cut
+    os.remove(path)
+    return 0
+  try:
+    with open(path) as f:
+      counts = json.load(f)['counts']
+    at = {k: float(counts[k]) for k in ('env_steps', 'learner_steps')}
+  except (OSError, ValueError, KeyError, TypeError):
+    at = None   # unreadable (a marker cut short): no row is matched
+  moved = 0
+  evaluator = os.path.join(rd.logs, 'evaluator.csv')
+  if at is not None and os.path.exists(evaluator):
+    def unfinished(header, row):
+      try:
+        return (float(row[header.index('final')]) == 1 and
+                all(float(row[header.index(k)]) == v for k, v in at.items()))
+      except (IndexError, ValueError):
+        return False
+    moved = _move_rows(evaluator, unfinished, discarded_dir(rd, segment))
+  os.remove(path)
+  return moved

@@ -48,6 +48,10 @@ class RunDir:
   @property
   def final(self): return os.path.join(self.root, 'final.json')
   @property
+  def final_pending(self):
+    """Exists from the final evaluation's start until final.json does."""
+    return os.path.join(self.root, 'final.pending.json')
+  @property
   def learner_checkpoints(self):
     return os.path.join(self.root, 'checkpoints', 'learner')
   @property

@@ -228,3 +228,44 @@ def test_only_the_wall_time_moving_rewrites_counter_json_and_discards_nothing(
   assert done['discarded_rows'] == {}
   assert not os.path.exists(os.path.join(resume.discarded_dir(rd, 2),
                                          'counter.json'))
+
+
+def _final_rows(tmp_path, marker):
+  rd = RunDir(str(tmp_path)).make()
+  # An earlier launch's final row (its final.json archived), a periodic
+  # row, and the stopped launch's final row at the marker's counts.
+  _write_csv(os.path.join(rd.logs, 'evaluator.csv'),
+             ['env_steps', 'learner_steps', 'eval_return', 'final'],
+             [[500, 40, 1.0, 1], [800, 60, 2.0, 0], [1000, 80, 3.0, 1]])
+  if marker is not None:
+    with open(rd.final_pending, 'w') as f:
+      f.write(marker)
+  return rd
+
+
+def test_a_stopped_launchs_final_row_alone_is_set_aside(tmp_path):
+  rd = _final_rows(tmp_path, json.dumps(
+      {'counts': {'env_steps': 1000, 'learner_steps': 80}}))
+  assert resume.set_aside_unfinished_final(rd, 3) == 1
+  kept = _read(os.path.join(rd.logs, 'evaluator.csv'))
+  assert [r[0] for r in kept[1:]] == ['500', '800']
+  gone = _read(os.path.join(resume.discarded_dir(rd, 3), 'evaluator.csv'))
+  assert gone[1:] == [['1000', '80', '3.0', '1']]
+  assert not os.path.exists(rd.final_pending)
+
+
+@pytest.mark.parametrize('marker, final_json', [
+    (None, False),                                        # no marker
+    ('{"counts": {"env_steps": 10', False),               # cut short
+    (json.dumps({'counts': {'env_steps': 1000, 'learner_steps': 80}}),
+     True),   # finished: only the marker's removal was cut short
+])
+def test_final_rows_stay_without_a_readable_marker_of_an_unfinished_stop(
+    tmp_path, marker, final_json):
+  rd = _final_rows(tmp_path, marker)
+  if final_json:
+    json.dump({'final_eval_return': 3.0}, open(rd.final, 'w'))
+  before = _read(os.path.join(rd.logs, 'evaluator.csv'))
+  assert resume.set_aside_unfinished_final(rd, 3) == 0
+  assert _read(os.path.join(rd.logs, 'evaluator.csv')) == before
+  assert not os.path.exists(rd.final_pending)

@@ -23,6 +23,7 @@ def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
   run_dir = os.path.join(runs_root, 'smoke')
   assert 'final evaluation return' in r.stdout
   final = json.load(open(os.path.join(run_dir, 'final.json')))
+  assert not os.path.exists(os.path.join(run_dir, 'final.pending.json'))
   assert final['counts']['env_steps'] >= 3000
   assert final['counts']['learner_steps'] > 0
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints', 'learner'))
