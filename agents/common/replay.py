@@ -465,7 +465,9 @@ class BatchStream:
       # Rows sampled but not yet delivered, kept across datasets: the rate
       # limiter has counted them, so dropping them would lose that much of
       # the learner's allowance (with inserts slower than the timeout and a
-      # large call, every sample).
+      # large call, every sample). Reverb 0.7.0 still loses the samples its
+      # sampler holds when a timeout reaches it before they were taken
+      # (README).
       carry: list = []
       while not self._closed.is_set():
         # A rate-limiter timeout ends the dataset (with a partial last
