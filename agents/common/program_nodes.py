@@ -113,5 +113,9 @@ class StepsLimiter:
           'budget': self._budget, 'learner_checkpoint': checkpoint,
           # When the stop began: each node's stop path is timed from here.
           'stop_time': time.time()})
-      os.remove(self._rd.final_pending)
+      try:
+        os.remove(self._rd.final_pending)
+      except OSError as e:  # the run finished; a resume removes it
+        logging.warning('limiter: could not remove %s: %r',
+                        self._rd.final_pending, e)
     lp.stop()

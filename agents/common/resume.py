@@ -192,7 +192,7 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
-  def past(header, row):
+  def past(header, row, _):
     if axis not in header:
       return False
     try:
@@ -203,12 +203,14 @@ def _cut(path: str, axis: str, limit: int, dest: str) -> int:
 
 
 def _move_rows(path: str, gone_if, dest: str) -> int:
-  """Moves the rows of CSV `path` for which gone_if(header, row) holds to
-  dest/<same name> (appended, with the header); returns how many moved."""
+  """Moves the rows of CSV `path` for which gone_if(header, row, index)
+  holds to dest/<same name> (appended, with the header); returns how many
+  moved."""
   header, rows = read_log(path)
   if header is None:
     return 0
-  gone = [r for r in rows if gone_if(header, r)]
+  gone_at = {n for n, r in enumerate(rows) if gone_if(header, r, n)}
+  gone = [r for n, r in enumerate(rows) if n in gone_at]
   if not gone:
     return 0
   os.makedirs(dest, exist_ok=True)
@@ -228,7 +230,7 @@ def _move_rows(path: str, gone_if, dest: str) -> int:
   with open(tmp, 'w', newline='') as f:
     w = csv.writer(f)
     w.writerow(header)
-    w.writerows(r for r in rows if not gone_if(header, r))
+    w.writerows(r for n, r in enumerate(rows) if n not in gone_at)
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
@@ -238,10 +240,12 @@ def _move_rows(path: str, gone_if, dest: str) -> int:
 def set_aside_unfinished_final(rd: RunDir, segment: int) -> int:
   """Moves the final evaluation row of a launch stopped between that
   evaluation and final.json (Ctrl-C, a kill) to the segment's discarded/
-  folder, so the resumed launch's final evaluation, of the same checkpoint
-  at the same counts, is the run's one final row there. The limiter marks
-  that window with final.pending.json (the checkpoint's counts). Returns
-  how many rows moved. Call before final.json is archived."""
+  folder: the resumed launch logs its own final row when it reaches its
+  budget (at the same counts, if it starts at it). The limiter marks that
+  window with final.pending.json (the checkpoint's counts). Only the newest
+  final row at those counts moves: an earlier launch that finished at the
+  same counts (a resume at an unchanged budget) keeps its row. Returns how
+  many rows moved (0 or 1). Call before final.json is archived."""
   path = rd.final_pending
   if not os.path.exists(path):
     return 0
@@ -257,12 +261,22 @@ def set_aside_unfinished_final(rd: RunDir, segment: int) -> int:
   moved = 0
   evaluator = os.path.join(rd.logs, 'evaluator.csv')
   if at is not None and os.path.exists(evaluator):
+    dest = discarded_dir(rd, segment)
+    # A torn last line is set aside first, as reconcile does: the rewrite
+    # below keeps whole rows only.
+    logs.set_aside_torn_line(evaluator, os.path.join(dest, 'torn'))
+
     def unfinished(header, row):
       try:
         return (float(row[header.index('final')]) == 1 and
                 all(float(row[header.index(k)]) == v for k, v in at.items()))
       except (IndexError, ValueError):
         return False
-    moved = _move_rows(evaluator, unfinished, discarded_dir(rd, segment))
+    header, rows = read_log(evaluator)
+    if header is not None:
+      last = max((n for n, r in enumerate(rows) if unfinished(header, r)),
+                 default=None)
+      if last is not None:
+        moved = _move_rows(evaluator, lambda h, r, n: n == last, dest)
   os.remove(path)
   return moved

@@ -77,3 +77,20 @@ def test_a_stop_during_the_final_evaluation_leaves_its_row_marked(tmp_path,
   assert resume.set_aside_unfinished_final(rd, 2) == 1
   assert logs.read_csv(os.path.join(rd.logs, 'evaluator.csv')) == []
   assert not os.path.exists(rd.final_pending)
+
+
+def test_a_marker_that_cannot_be_removed_does_not_fail_a_finished_run(
+    tmp_path, stop, monkeypatch):
+  rd = RunDir(str(tmp_path)).make()
+  stopped = []
+  monkeypatch.setattr(launchpad, 'stop', lambda: stopped.append(1))
+  real_remove = os.remove
+
+  def remove(path):
+    if path == rd.final_pending:
+      raise PermissionError(13, 'Permission denied', path)
+    real_remove(path)
+  monkeypatch.setattr(os, 'remove', remove)
+  _limiter(rd, _Evaluator(rd)).run()   # no crash report, the program stops
+  assert os.path.exists(rd.final) and stopped
+  assert not os.path.exists(os.path.join(rd.errors, 'limiter.txt'))

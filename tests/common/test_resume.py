@@ -269,3 +269,25 @@ def test_final_rows_stay_without_a_readable_marker_of_an_unfinished_stop(
   assert resume.set_aside_unfinished_final(rd, 3) == 0
   assert _read(os.path.join(rd.logs, 'evaluator.csv')) == before
   assert not os.path.exists(rd.final_pending)
+
+
+def test_only_the_stopped_launchs_own_final_row_moves_at_equal_counts(
+    tmp_path):
+  # A finished launch resumed at the same budget finishes again at the same
+  # counts; stopped before its final.json, only its own (newest) row moves.
+  rd = RunDir(str(tmp_path)).make()
+  _write_csv(os.path.join(rd.logs, 'evaluator.csv'),
+             ['env_steps', 'learner_steps', 'eval_return', 'final'],
+             [[1000, 80, 3.0, 1], [1000, 80, 2.5, 1]])
+  with open(os.path.join(rd.logs, 'evaluator.csv'), 'a') as f:
+    f.write('1000,8')   # a torn line after it: set aside, not lost
+  json.dump({'counts': {'env_steps': 1000, 'learner_steps': 80}},
+            open(rd.final_pending, 'w'))
+  assert resume.set_aside_unfinished_final(rd, 3) == 1
+  dest = resume.discarded_dir(rd, 3)
+  assert _read(os.path.join(rd.logs, 'evaluator.csv'))[1:] == \
+      [['1000', '80', '3.0', '1']]
+  assert _read(os.path.join(dest, 'evaluator.csv'))[1:] == \
+      [['1000', '80', '2.5', '1']]
+  with open(os.path.join(dest, 'torn', 'evaluator.csv')) as f:
+    assert f.read().startswith('1000,8')
