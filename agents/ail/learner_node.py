@@ -62,12 +62,10 @@ class AILLearnerNode(learner_node.LearnerNode):
 
   # LearnerNode's hooks ------------------------------------------------------
 
-  def _publish(self) -> None:
-    self._served = {
-        'policy': jax.device_get(self._policy(self._state)),
-        'discriminator': jax.device_get(
-            (self._state.discriminator.params,
-             self._state.discriminator.normalizer))}
+  def _variables(self, state) -> dict:
+    return {**super()._variables(state),
+            'discriminator': jax.device_get(
+                (state.discriminator.params, state.discriminator.normalizer))}
 
   def _own_counts(self, state) -> dict:
     return {'learner_steps': int(state.generator.steps),

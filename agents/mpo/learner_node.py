@@ -96,11 +96,15 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
   def _policy(self, state):
     return learner_lib.acting_policy(self._cfg, self._mpo_state(state))
 
+  def _variables(self, state) -> dict:
+    """The groups `get_variables` serves (`VARIABLES`), as numpy."""
+    return {'policy': jax.device_get(self._policy(state))}
+
   def _publish(self) -> None:
     """Copies what the Courier methods serve out of the current state, as
     one dict assigned at once (readers take no lock): a caller asking for
     several groups gets them all of one update."""
-    self._served = {'policy': jax.device_get(self._policy(self._state))}
+    self._served = self._variables(self._state)
 
   def _own_counts(self, state) -> dict:
     """The counts this learner's state owns; after a restore they overwrite
