@@ -192,24 +192,28 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
 def _cut(path: str, axis: str, limit: int, dest: str) -> int:
   """Moves the rows of CSV `path` whose `axis` exceeds `limit` to
   dest/<same name> (appended, with the header); returns how many moved."""
-  def past(header, row, _):
+  def past(header, rows):
     if axis not in header:
-      return False
-    try:
-      return float(row[header.index(axis)]) > limit
-    except (IndexError, ValueError):
-      return False   # a short row (Logger never writes one): kept
+      return set()
+    col = header.index(axis)
+
+    def beyond(row):
+      try:
+        return float(row[col]) > limit
+      except (IndexError, ValueError):
+        return False   # a short row (Logger never writes one): kept
+    return {n for n, row in enumerate(rows) if beyond(row)}
   return _move_rows(path, past, dest)
 
 
-def _move_rows(path: str, gone_if, dest: str) -> int:
-  """Moves the rows of CSV `path` for which gone_if(header, row, index)
-  holds to dest/<same name> (appended, with the header); returns how many
+def _move_rows(path: str, pick, dest: str) -> int:
+  """Moves the rows of CSV `path` whose indices pick(header, rows) returns
+  to dest/<same name> (appended, with the header); returns how many
   moved."""
   header, rows = read_log(path)
   if header is None:
     return 0
-  gone_at = {n for n, r in enumerate(rows) if gone_if(header, r, n)}
+  gone_at = set(pick(header, rows))
   gone = [r for n, r in enumerate(rows) if n in gone_at]
   if not gone:
     return 0
@@ -272,11 +276,10 @@ def set_aside_unfinished_final(rd: RunDir, segment: int) -> int:
                 all(float(row[header.index(k)]) == v for k, v in at.items()))
       except (IndexError, ValueError):
         return False
-    header, rows = read_log(evaluator)
-    if header is not None:
-      last = max((n for n, r in enumerate(rows) if unfinished(header, r)),
-                 default=None)
-      if last is not None:
-        moved = _move_rows(evaluator, lambda h, r, n: n == last, dest)
+
+    def newest(header, rows):
+      found = [n for n, row in enumerate(rows) if unfinished(header, row)]
+      return found[-1:]
+    moved = _move_rows(evaluator, newest, dest)
   os.remove(path)
   return moved
