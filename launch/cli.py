@@ -306,18 +306,27 @@ def _demos_record(path: str, demos) -> dict:
 
 
 def terminal_note(record: dict, cfg) -> Optional[str]:
-  """A warning when the expert's episodes terminate: without DAC's
-  absorbing states the learned reward's sign biases episode length."""
+  """A warning when the expert's episodes terminate, or the generator's
+  may (environments.may_terminate, even where the expert's never do):
+  without DAC's absorbing states the learned reward's sign biases episode
+  length."""
+  from agents.common import environments
   n = record.get('terminal_transitions', 0)
-  if not n:
+  if n:
+    where = (f'{n} of the demonstrations\' {record["episodes"]} episodes '
+             'end in a terminal state (discount 0)')
+  elif environments.may_terminate(cfg.env):
+    where = (f'{cfg.env}\'s episodes may end in a terminal state (discount '
+             '0), although none of the demonstrations\' '
+             f'{record["episodes"]} episodes does')
+  else:
     return None
   bias = {'neg_log_one_minus_d': 'is positive, so it pays the generator to '
           'survive', 'log_d': 'is negative, so it pays the generator to end '
           'episodes early'}.get(cfg.ail.reward, 'has no fixed sign, but the '
                                 'zero value after a terminal step still '
                                 'biases how long episodes last')
-  return (f'note: {n} of the demonstrations\' {record["episodes"]} episodes '
-          'end in a terminal state (discount 0). Tandem does not implement '
+  return (f'note: {where}. Tandem does not implement '
           "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): the "
           f'reward (ail.reward={cfg.ail.reward}) {bias}. Compare '
           'agent_terminal_fraction with expert_terminal_fraction in '

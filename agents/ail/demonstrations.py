@@ -18,8 +18,9 @@ observation size, D the action size and E the number of episodes:
 * `actions` [T, D] float, in [-1, 1]: Tandem's normalised action box
   (`environments.NormalizedEnvironment`), not the native bounds;
 * `rewards` [T] float: the reward after action i;
-* `discounts` [T] float in [0, 1]: the discount after action i (0 where the
-  episode terminated, 1 at a time limit);
+* `discounts` [T] float, 0 or 1: the environment's discount after action i
+  (0 where the episode terminated, 1 otherwise, time limits included), not
+  the agent's γ: every environment Tandem runs gives 0 or 1;
 * `episode_index` [T] int: which episode the row belongs to. Each episode's
   rows are contiguous; episodes may be numbered freely (e.g. by seed);
 * `step_index` [T] int: 0, 1, 2, ... within each episode;
@@ -81,7 +82,7 @@ class Demonstrations(NamedTuple):
   observation: np.ndarray       # [T, O] float32, flat
   action: np.ndarray            # [T, D] float32, in [-1, 1]
   reward: np.ndarray            # [T] float32
-  discount: np.ndarray          # [T] float32, in [0, 1]
+  discount: np.ndarray          # [T] float32, 0 or 1
   next_observation: np.ndarray  # [T, O] float32, flat
   episode_index: np.ndarray     # [T] int32
   step_index: np.ndarray        # [T] int32
@@ -383,6 +384,24 @@ def _returns(arrays, reward, starts, episode_index, source) -> np.ndarray:
   return returns
 
 
+def _check_discounts_are_the_environments(discount: np.ndarray,
+                                          episode_index: np.ndarray,
+                                          source: str) -> None:
+  """Every environment Tandem runs gives discount 1, or 0 at a terminal
+  state; the generator's windows carry those. A file holding the agent's γ
+  (0.99 on every row) would give AIRL's h(s') a factor the generator's
+  transitions never have: a cue that is not behaviour."""
+  bad = np.flatnonzero((discount != 0) & (discount != 1))
+  if bad.size:
+    row = int(bad[0])
+    _fail(source, DISCOUNTS,
+          f'expected the environment\'s discount, 1 or 0 (a terminal state), '
+          f'on every row; found {float(discount[row]):.6g} at row {row} '
+          f'(episode {episode_index[row]}), and {bad.size} such rows in all. '
+          'A discount factor γ belongs in the config (mpo.discount), not in '
+          'the file.')
+
+
 def _check_terminals_end_episodes(discount: np.ndarray, starts: np.ndarray,
                                   episode_index: np.ndarray,
                                   source: str) -> None:
@@ -431,8 +450,8 @@ def _validate(arrays: Mapping[str, np.ndarray], source: str, *,
   # The environment tolerates this much float32 slack in actions; so do we.
   _check_range(action, -1.0, 1.0, source, ACTIONS,
                tolerance=environments.ACTION_TOLERANCE)
-  _check_range(discount, 0.0, 1.0, source, DISCOUNTS)
   episode_index, step_index = indices[EPISODE_INDEX], indices[STEP_INDEX]
+  _check_discounts_are_the_environments(discount, episode_index, source)
   starts = _episode_starts(episode_index, step_index, source)
   _check_terminals_end_episodes(discount, starts, episode_index, source)
   _check_chain(observation, next_observation, episode_index, next_layout,

@@ -427,6 +427,16 @@ def _make_gym_env(env_id: str) -> Any:
   return gym_env
 
 
+def may_terminate(name: str) -> bool:
+  """Whether an environment of this name can end an episode in a terminal
+  state (discount 0), as far as is known without running it. dm_control's
+  suite tasks end only at their time limits (discount 1), except LQR's,
+  which terminate near the origin; a gymnasium id may (Hopper, Walker2d)
+  or may not (Pendulum), and nothing in its registry entry says which."""
+  prefix, _ = _split_name(name)
+  return prefix in (GYM_PREFIX, 'lqr')
+
+
 def validate_environment_name(name: str) -> None:
   """Checks that `make_environment(name)` would succeed, cheaply.
 

@@ -273,6 +273,17 @@ def test_discount_out_of_range(tmp_path):
   assert "'discounts'" in message and 'row 2' in message
 
 
+def test_a_discount_factor_in_place_of_the_environments_is_refused(tmp_path):
+  # A writer that stores the agent's γ on every row: AIRL would scale the
+  # expert's h(s') by it and the generator's by the environment's 1.
+  arrays = _arrays()
+  arrays['discounts'][:] = 0.99
+  message = _error(_write(tmp_path, arrays))
+  assert "'discounts'" in message and 'row 0' in message, message
+  assert '0.99' in message and '10 such rows' in message, message
+  assert 'mpo.discount' in message, message
+
+
 def test_a_terminal_state_mid_episode_is_refused(tmp_path):
   arrays = _arrays()  # two episodes of five rows
   arrays['discounts'][[4, 9]] = 0.0  # each episode may end terminal

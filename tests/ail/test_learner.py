@@ -396,3 +396,34 @@ def test_discriminator_rows_show_how_often_each_side_terminates():
   want = np.mean(np.asarray(idx) % 4 == 0)
   assert 0 < want < 1
   assert float(metrics['expert_terminal_fraction']) == pytest.approx(want)
+
+
+@pytest.mark.parametrize('terminal', [False, True])
+def test_relabelled_batches_bootstrap_as_the_mpo_path_does(terminal):
+  # The generator's TD target is reward + discount · Q(s_m, ·), as for the
+  # MPO program's NStepAdder rows after to_batch: discount γ^m ∏ d_k over
+  # the m steps actually taken (short windows at an episode's end), s_m
+  # the window's last observation, s_0 and a_0 its first.
+  mpo, ail = _mpo(), _ail()
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  rng = np.random.default_rng(3)
+  rows, expected = [], []
+  for m in range(1, N_STEP + 1):
+    steps = [(rng.normal(size=DIMS.observation), rng.uniform(-1, 1, 2),
+              rng.normal(), 0.0 if terminal and k == m - 1 else 1.0)
+             for k in range(m)]
+    final = rng.normal(size=DIMS.observation)
+    rows.append(LAYOUT.pack(steps, final, mpo.discount))
+    expected.append((steps[0][0], steps[0][1], final,
+                     mpo.discount ** m * float(np.prod([s[3] for s in steps]))))
+  windows = jax.tree_util.tree_map(
+      lambda x: x[0], replay.to_windows(np.stack(rows), LAYOUT, 1, N_STEP))
+  batch, _ = learner.relabel(mpo, ail, state.discriminator, windows,
+                             state.generator.policy)
+  obs, act, nxt, disc_ = (np.array(x, np.float32) for x in zip(*expected))
+  np.testing.assert_allclose(batch.discount, disc_, rtol=1e-6)
+  if not terminal:
+    assert np.all(np.asarray(batch.discount) > 0)
+  np.testing.assert_allclose(batch.observation, obs, rtol=1e-6)
+  np.testing.assert_allclose(batch.action, act, rtol=1e-6)
+  np.testing.assert_allclose(batch.next_observation, nxt, rtol=1e-6)

@@ -311,3 +311,20 @@ def test_same_seed_same_episodes(name):
   second_a, second_b = a.reset().observation, b.reset().observation
   np.testing.assert_array_equal(second_a, second_b)
   assert not np.array_equal(first_a, second_a)
+
+
+def test_only_lqr_among_dm_control_tasks_may_terminate():
+  # may_terminate's list holds against the installed suite: a task class
+  # that overrides get_termination can end an episode with discount 0.
+  from dm_control import suite
+  from dm_control.rl import control
+  overriding = set()
+  for domain, task in suite.ALL_TASKS:
+    env = suite.load(domain, task)
+    own = type(env.task).get_termination
+    if own is not control.Task.get_termination:
+      overriding.add(domain)
+    assert environments.may_terminate(f'{domain}:{task}') == (
+        domain in overriding), (domain, task)
+  assert overriding == {'lqr'}
+  assert environments.may_terminate('gym:Pendulum-v1')

@@ -1,5 +1,6 @@
 """`tandem train-ail` and `collect-demos` reject bad input before launch."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -248,6 +249,24 @@ def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
                        ('logit', 'no fixed sign')]:
     other = config_lib.apply_overrides(cfg, {'ail.reward': reward})
     assert says in cli.terminal_note(record, other)
+
+
+def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
+    demos):
+  # The bias comes from the generator's episodes ending: demonstrations
+  # that always reach the time limit do not rule it out (gym:Hopper with
+  # log_d pays the generator to fall).
+  cfg = config_lib.apply_overrides(
+      cli.load_named_config('configs/ail.py:tiny'),
+      {'demos': demos, 'ail.reward': 'log_d'})
+  record = cli.check_demonstrations(cfg)
+  assert record['terminal_transitions'] == 0
+  assert cli.terminal_note(record, cfg) is None  # cartpole: time limits only
+  for env in ('gym:Hopper-v4', 'lqr:lqr_2_1'):
+    note = cli.terminal_note(record, dataclasses.replace(cfg, env=env))
+    assert note is not None and env in note, (env, note)
+    assert 'none of the demonstrations' in note, note
+    assert 'end episodes early' in note and 'absorbing' in note, note
 
 
 def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
