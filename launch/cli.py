@@ -333,6 +333,22 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
           'logs/discriminator.csv.')
 
 
+def final_summary(final: dict) -> str:
+  """The closing lines of a finished launch, from final.json. The return
+  is the final evaluation's, of the checkpoint at `checkpoint_counts` (the
+  counts its evaluator.csv row carries; actors may sync a few env steps
+  after the learner stopped, which `counts`, read after the evaluation,
+  include); throughput is over the counter's final counts."""
+  from agents.common import counting
+  fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
+  at = final.get('checkpoint_counts') or final['counts']
+  return (f'\nthroughput: {fps:.1f} env steps/s over the time the run has '
+          'run (all its launches)\n'
+          f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
+          f"(env steps {at['env_steps']}, learner steps "
+          f"{at['learner_steps']})")
+
+
 def expected_updates(cfg) -> dict:
   """The updates the budget lets the rate limiter pay for, by the count
   that keys each schedule: {'mpo': generator/MPO steps, 'ail':
@@ -935,13 +951,7 @@ def train(args, extra, command: str = 'train') -> int:
     return EXIT_INTERRUPTED
   with open(rd.final) as f:
     final = json.load(f)
-  from agents.common import counting
-  fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
-  print(f'\nthroughput: {fps:.1f} env steps/s over the time the run has run '
-        '(all its launches)')
-  print(f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
-        f"(env steps {final['counts']['env_steps']}, learner steps "
-        f"{final['counts']['learner_steps']})\nrun directory: {run_dir}")
+  print(final_summary(final) + f'\nrun directory: {run_dir}')
   lock.release()
   return EXIT_OK
 

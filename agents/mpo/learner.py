@@ -315,9 +315,14 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
       'epsilon_mean_used': jnp.float32(eps_mean),
       'epsilon_stddev_used': jnp.float32(eps_stddev),
       'epsilon_penalty_used': jnp.float32(cfg.epsilon_penalty),
-      'temperature': t_info.temperature_after,
+      # The temperatures the state holds after this step, like the alphas
+      # below: a skipped step keeps the ones it had before.
+      'temperature': jnp.where(finite, t_info.temperature_after,
+                               t_info.temperature_before),
       'temperature_used': temperature,
-      'penalty_temperature': t_info.penalty_temperature_after,
+      'penalty_temperature': jnp.where(
+          finite, t_info.penalty_temperature_after,
+          t_info.penalty_temperature_before),
       'alpha_mean': jnp.mean(duals_lib.positive(
           dual_state.params.alpha_mean, dcfg.floor)),
       'alpha_stddev': jnp.mean(duals_lib.positive(

@@ -183,11 +183,21 @@ def test_strategies_are_pairwise_different():
 def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
     tmp_path):
   base = cli.load_named_config(MAKE_RUN)
-  # make_run at 100k env steps: 100000 x 48 / 256 learner steps.
+  # The pinned horizon is within HORIZON_TOLERANCE of the updates the
+  # launcher says make_run's limiter pays for at 100k env steps (the same
+  # count its schedule note uses), and not at 50k.
+  cosine = ds.expected_config(base, 'adam1_next_cosine', 0)
+  paid = cli.expected_updates(cosine)['mpo']
+  assert cosine.env_step_budget == 100_000
+  assert abs(ds.COSINE_HORIZON - paid) <= ds.HORIZON_TOLERANCE * paid
+  assert ds.COSINE_HORIZON != round(paid)  # so the tolerance is what passes
   assert ds.horizon_mismatch(base, 'adam1_next_cosine', 100_000) is None
   assert ds.horizon_mismatch(base, 'adam1', 50_000) is None
   why = ds.horizon_mismatch(base, 'adam1_next_cosine', 50_000)
-  assert 'adam1_next_cosine' in why and '18750' in why and '9375' in why
+  half = cli.expected_updates(dataclasses.replace(
+      cosine, env_step_budget=50_000))['mpo']
+  assert 'adam1_next_cosine' in why and '18750' in why, why
+  assert f'{half:.0f}' in why and 'replay_min_size' in why, why
   # Refused before any cell runs, naming the strategy.
   with pytest.raises(SystemExit, match='adam1_next_cosine anneals over'):
     ds.main(['run', '--strategies', 'adam1,adam1_next_cosine', '--seeds',

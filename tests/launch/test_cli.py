@@ -619,3 +619,21 @@ def test_a_missing_stack_is_named_before_anything_imports_it(capsys,
   assert cli.main(['train', '--config', 'configs/mpo.py:tiny',
                    '--show_config']) == 0
   assert 'not installed' not in capsys.readouterr().err
+
+
+def test_the_closing_line_puts_the_final_return_at_its_checkpoints_counts():
+  # An actor synced 100 env steps after the learner stopped: final.json's
+  # `counts` (read after the evaluation) hold them, the evaluated
+  # checkpoint and its evaluator.csv row do not.
+  final = {'final_eval_return': 851.25,
+           'counts': {'env_steps': 100_100, 'learner_steps': 18_560,
+                      'elapsed_s': 500.0},
+           'checkpoint_counts': {'env_steps': 100_000,
+                                 'learner_steps': 18_560, 'elapsed_s': 499.0}}
+  text = cli.final_summary(final)
+  assert 'final evaluation return: 851.2 (env steps 100000, learner ' \
+         'steps 18560)' in text, text
+  assert 'throughput: 200.2 env steps/s' in text, text  # the counter's
+  # final.json of a run finished before checkpoint_counts were recorded.
+  del final['checkpoint_counts']
+  assert '(env steps 100100, learner steps 18560)' in cli.final_summary(final)

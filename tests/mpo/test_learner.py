@@ -9,6 +9,7 @@ import pytest
 
 from agents.common import checkpointing
 from agents.mpo import config
+from agents.mpo import duals as duals_lib
 from agents.mpo import learner
 from agents.mpo import losses
 
@@ -95,6 +96,17 @@ def test_non_finite_batch_leaves_params_unchanged_and_is_counted():
                        state.policy_opt, state.critic_opt),
                       (before.policy, before.critic, before.duals,
                        before.policy_opt, before.critic_opt))
+  # The logged duals are those the state kept, not the discarded update's
+  # (the temperature's own update saw finite Q-values and moved).
+  floor = cfg.duals.floor
+  kept = state.duals.params
+  for name, value in [('temperature', kept.temperature),
+                      ('penalty_temperature', kept.penalty_temperature),
+                      ('alpha_mean', jnp.mean(duals_lib.positive(
+                          kept.alpha_mean, floor)))]:
+    if name != 'alpha_mean':
+      value = duals_lib.positive(value, floor)
+    np.testing.assert_allclose(m[name], value, rtol=1e-6, err_msg=name)
   # The following good batch trains normally.
   state, m = learner.make_update(cfg)(state, _batch(k=1, seed=1))
   assert bool(m['finite']) and int(state.skipped) == 1
