@@ -39,10 +39,10 @@ finding; run them with --strategies:
                            on more SGD steps per env step
   adam1_next_cosine        adam1_next with both network learning rates
                            annealed from 3e-4 to 3e-5 along half a cosine
-                           over make_run's 18750 learner steps (100k env
-                           steps at 48 samples per insert, batch 256);
-                           refused for a config or budget with another
-                           learner-step count
+                           over 18750 learner steps (100k env steps at 48
+                           samples per insert, batch 256; within 2% of the
+                           18562 make_run's limiter pays for); refused for
+                           a config or budget whose count is further off
   adam1_next_n40           adam1_next with 40 action samples per state
                            (20 elsewhere): the critic work 'next' saves
                            spent on the E-step's and bootstrap's samples
@@ -188,9 +188,10 @@ _next_variant('adam1_next_spi64', train={'samples_per_insert': '64.0'})
 # 'next' with the network learning rates annealed to a tenth by the budget:
 # asks whether a policy settled by a decaying rate ends above the default's
 # plateau (824-865 over eight runs). It did not (BENCHMARKS.md).
-# The horizon is 100k x 48 / 256, make_run's learner steps at 100k env steps
-# less the 1% its replay_min_size withholds; `run` refuses the strategy
-# where the config and budget give a count further off (horizon_mismatch).
+# The horizon is 100k x 48 / 256 = 18750; make_run's limiter pays for 1%
+# fewer (18562: replay_min_size's env steps buy none). `run` refuses the
+# strategy where config and budget give a count further off than 2%
+# (horizon_mismatch).
 COSINE_HORIZON = 18_750
 _next_variant('adam1_next_cosine', mpo={
     'schedule_horizon': str(COSINE_HORIZON),

@@ -399,11 +399,13 @@ def test_discriminator_rows_show_how_often_each_side_terminates():
 
 
 @pytest.mark.parametrize('terminal', [False, True])
-def test_relabelled_batches_bootstrap_as_the_mpo_path_does(terminal):
-  # The generator's TD target is reward + discount · Q(s_m, ·), as for the
-  # MPO program's NStepAdder rows after to_batch: discount γ^m ∏ d_k over
-  # the m steps actually taken (short windows at an episode's end), s_m
-  # the window's last observation, s_0 and a_0 its first.
+def test_relabelled_batches_bootstrap_with_gamma_m_times_the_env_discounts(
+    terminal):
+  # The generator's TD target is reward + discount · Q(s_m, ·): discount
+  # γ^m ∏ d_k over the m steps actually taken (short windows at an
+  # episode's end), s_m the window's last observation, s_0 and a_0 its
+  # first. That the windows' bootstrap is NStepAdder's discount after
+  # to_batch (the MPO path) is tests/common/test_replay.py's.
   mpo, ail = _mpo(), _ail()
   state = learner.init(mpo, ail, DIMS, seed=0)
   rng = np.random.default_rng(3)

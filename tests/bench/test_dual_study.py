@@ -192,6 +192,10 @@ def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
   assert abs(ds.COSINE_HORIZON - paid) <= ds.HORIZON_TOLERANCE * paid
   assert ds.COSINE_HORIZON != round(paid)  # so the tolerance is what passes
   assert ds.horizon_mismatch(base, 'adam1_next_cosine', 100_000) is None
+  # 101k: 18750 is 1% under the 18937 paid for (the old rule, budget x spi /
+  # batch exactly, refused it).
+  assert ds.horizon_mismatch(base, 'adam1_next_cosine', 101_000) is None
+  assert ds.horizon_mismatch(base, 'adam1_next_cosine', 106_000) is not None
   assert ds.horizon_mismatch(base, 'adam1', 50_000) is None
   why = ds.horizon_mismatch(base, 'adam1_next_cosine', 50_000)
   half = cli.expected_updates(dataclasses.replace(

@@ -84,8 +84,9 @@ def test_k_steps_per_call_equal_k_single_calls():
                                atol=1e-6)
 
 
-def test_non_finite_batch_leaves_params_unchanged_and_is_counted():
-  cfg = _cfg()
+@pytest.mark.parametrize('solver', ['gradient', 'exact'])
+def test_non_finite_batch_leaves_params_unchanged_and_is_counted(solver):
+  cfg = _cfg(**{'duals.solver': solver})
   state = learner.init(cfg, DIMS, 0)
   before = _copy(state)
   bad = _batch(k=1)._replace(reward=jnp.full((1, 16), jnp.nan))
@@ -181,6 +182,7 @@ def test_metrics_hold_the_logged_diagnostics():
   off = _cfg(action_penalization=False)
   _, m3 = learner.make_update(off)(learner.init(off, DIMS, 0), _batch(k=1))
   assert np.isnan(float(m3['penalty_kl_q_rel']))
+  assert np.isnan(float(m3['penalty_temperature']))
 
 
 @pytest.mark.parametrize('kind', ['periodic', 'polyak'])
