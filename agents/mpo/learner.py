@@ -315,16 +315,16 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
       'epsilon_mean_used': jnp.float32(eps_mean),
       'epsilon_stddev_used': jnp.float32(eps_stddev),
       'epsilon_penalty_used': jnp.float32(cfg.epsilon_penalty),
-      # The temperatures the state holds after this step, like the alphas
-      # below: a skipped step keeps the ones it had before. NaN for the
-      # penalty's with the penalty off (its unused start value otherwise).
-      'temperature': jnp.where(finite, t_info.temperature_after,
-                               t_info.temperature_before),
+      # The duals the state holds after this step (a skipped step's: those
+      # it kept). NaN for the penalty's temperature with the penalty off
+      # (its unused start value otherwise).
+      'temperature': duals_lib.positive(dual_state.params.temperature,
+                                        dcfg.floor),
       'temperature_used': temperature,
-      'penalty_temperature': (jnp.where(
-          finite, t_info.penalty_temperature_after,
-          t_info.penalty_temperature_before) if penalty_q is not None
-                              else jnp.float32(jnp.nan)),
+      'penalty_temperature': (
+          duals_lib.positive(dual_state.params.penalty_temperature,
+                             dcfg.floor) if penalty_q is not None
+          else jnp.float32(jnp.nan)),
       'alpha_mean': jnp.mean(duals_lib.positive(
           dual_state.params.alpha_mean, dcfg.floor)),
       'alpha_stddev': jnp.mean(duals_lib.positive(

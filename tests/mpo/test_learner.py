@@ -99,14 +99,11 @@ def test_non_finite_batch_leaves_params_unchanged_and_is_counted(solver):
                        before.policy_opt, before.critic_opt))
   # The logged duals are those the state kept, not the discarded update's
   # (the temperature's own update saw finite Q-values and moved).
-  floor = cfg.duals.floor
-  kept = state.duals.params
+  kept = jax.tree_util.tree_map(
+      lambda u: duals_lib.positive(u, cfg.duals.floor), state.duals.params)
   for name, value in [('temperature', kept.temperature),
                       ('penalty_temperature', kept.penalty_temperature),
-                      ('alpha_mean', jnp.mean(duals_lib.positive(
-                          kept.alpha_mean, floor)))]:
-    if name != 'alpha_mean':
-      value = duals_lib.positive(value, floor)
+                      ('alpha_mean', jnp.mean(kept.alpha_mean))]:
     np.testing.assert_allclose(m[name], value, rtol=1e-6, err_msg=name)
   # The following good batch trains normally.
   state, m = learner.make_update(cfg)(state, _batch(k=1, seed=1))
