@@ -1106,9 +1106,8 @@ def print_plan(args, cells: list) -> None:
 
 
 # How far a pinned horizon may sit from the updates a run gets: within it
-# the schedule runs at least 98% of its course (adam1_next_cosine pins
-# 100k x 48 / 256 = 18750 where make_run's limiter pays for 18562: its
-# rates end at 0.1003x, not 0.1x).
+# the schedule runs at least 98% of its course (COSINE_HORIZON's runs end
+# at 0.1003x, not 0.1x).
 HORIZON_TOLERANCE = 0.02
 
 
