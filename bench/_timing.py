@@ -16,10 +16,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO_ROOT not in sys.path:
-  # The package may not be installed (e.g. a bare GPU image): run from source.
-  sys.path.insert(0, REPO_ROOT)
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

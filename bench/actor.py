@@ -4,7 +4,7 @@
                           [--tasks cartpole_swingup walker_walk]
 
 "raw": the dm_control environment stepped with precomputed random actions.
-"actor": what one actor process of the program does (agents/mpo/acting.py's
+"actor": what one actor process of the program does (agents/nodes/acting.py's
 EnvGroup): K environments behind Tandem's wrapper (flatten, check, rescale),
 the numpy policy (3×256 MLP, sampling), one n-step adder per environment
 writing packed transitions to a Reverb table, and a parameter refresh every
@@ -25,8 +25,8 @@ import statistics
 import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 os.environ.setdefault('MUJOCO_GL', 'disable')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 # As the program sets for actor processes (launch/mpo.py): one BLAS thread,
@@ -35,12 +35,12 @@ os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 import numpy as np  # noqa: E402
 
-from agents.common import environments  # noqa: E402
-from agents.common import replay  # noqa: E402
-from agents.mpo import acting  # noqa: E402
-from agents.mpo import actor as actor_lib  # noqa: E402
-from agents.mpo.config import MPOConfig  # noqa: E402
-from launch.config import TrainConfig  # noqa: E402
+from tandem.agents.envs import environments  # noqa: E402
+from tandem.agents.replay import replay  # noqa: E402
+from tandem.agents.nodes import acting  # noqa: E402
+from tandem.agents.mpo import actor as actor_lib  # noqa: E402
+from tandem.agents.mpo.config import MPOConfig  # noqa: E402
+from tandem.launch.config import TrainConfig  # noqa: E402
 
 TASKS = {'cartpole_swingup': 'cartpole:swingup', 'walker_walk': 'walker:walk'}
 
@@ -90,7 +90,7 @@ def _layout(env) -> replay.TransitionLayout:
 def _initial_params(env):
   """The learner's initial policy, as numpy (JAX runs only here)."""
   import jax
-  from agents.mpo import learner as learner_lib
+  from tandem.agents.mpo import learner as learner_lib
   dims = environments.env_dims(env)
   state = learner_lib.init(MPOConfig(), learner_lib.Dims(
       dims.observation_dim, dims.action_dim), 0)

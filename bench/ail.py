@@ -43,15 +43,15 @@ import argparse
 import sys
 import time
 
-import _timing  # puts the repo root on sys.path  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
 
 import jax
 import numpy as np
 
-from agents.ail import learner as ail_learner
-from agents.common.batches import Windows
-from agents.mpo import learner as mpo_learner
-from configs import ail as ail_configs
+from tandem.agents.ail import learner as ail_learner
+from tandem.agents.core.batches import Windows
+from tandem.agents.mpo import learner as mpo_learner
+from tandem.configs import ail as ail_configs
 
 KINDS = {'gail': ail_configs.gail_cartpole, 'airl': ail_configs.airl_cartpole}
 EXPERT_TRANSITIONS = 20_000

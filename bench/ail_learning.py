@@ -36,11 +36,10 @@ import shlex
 import statistics
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
-from agents.common import logs  # noqa: E402
+from tandem.agents.runtime import logs  # noqa: E402
 import _cells  # noqa: E402  (bench/_cells.py)
 
 KINDS = ('gail', 'airl')
@@ -425,7 +424,7 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
   command is None for 'skip' and 'refuse'."""
   name = f'{kind}_s{seed}'
   run_dir = os.path.join(runs_root, name)
-  base = [sys.executable, '-m', 'launch.cli', 'train-ail']
+  base = [sys.executable, '-m', 'tandem.launch.cli', 'train-ail']
   final_path = os.path.join(run_dir, 'final.json')
   if os.path.isfile(final_path):
     try:

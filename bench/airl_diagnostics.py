@@ -32,20 +32,20 @@ import json
 import os
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from agents.ail import demonstrations  # noqa: E402
-from agents.ail import discriminator as disc  # noqa: E402
-from agents.ail import learner as ail_learner  # noqa: E402
-from agents.common import checkpointing  # noqa: E402
-from agents.mpo import learner as mpo_learner  # noqa: E402
-from launch import ail as launch_ail  # noqa: E402
-from launch import config as launch_config  # noqa: E402
+from tandem.agents.ail import demonstrations  # noqa: E402
+from tandem.agents.ail import discriminator as disc  # noqa: E402
+from tandem.agents.ail import learner as ail_learner  # noqa: E402
+from tandem.agents.core import checkpointing  # noqa: E402
+from tandem.agents.mpo import learner as mpo_learner  # noqa: E402
+from tandem.launch import ail as launch_ail  # noqa: E402
+from tandem.launch import config as launch_config  # noqa: E402
 
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))

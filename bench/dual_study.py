@@ -96,14 +96,13 @@ import shlex
 import statistics
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
-from agents.common import logs  # noqa: E402
+from tandem.agents.runtime import logs  # noqa: E402
 import _cells  # noqa: E402  (bench/_cells.py)
-from agents.mpo.config import ConfigError  # noqa: E402
-from launch import config as config_lib  # noqa: E402
+from tandem.agents.mpo.config import ConfigError  # noqa: E402
+from tandem.launch import config as config_lib  # noqa: E402
 
 REFERENCE = 'adam1'
 # The dual learning rates every strategy uses (DualConfig's default, Acme's
@@ -311,7 +310,7 @@ def resolve_config_spec(spec: str) -> str:
 
 def load_base_config(spec: str):
   """The named TrainConfig the cells start from."""
-  from launch import cli
+  from tandem.launch import cli
   try:
     return cli.load_named_config(spec)
   except cli.UsageError as e:
@@ -352,7 +351,7 @@ def _read_json(path: str):
 def train_command(config_spec: str, runs_root: str, strategy: str,
                   seed: int, budget: int) -> list:
   """The `tandem train` command line that starts a new cell."""
-  return [sys.executable, '-m', 'launch.cli', 'train',
+  return [sys.executable, '-m', 'tandem.launch.cli', 'train',
           '--config', config_spec, f'--runs_root={runs_root}',
           '--name', cell_name(strategy, seed), f'--seed={seed}',
           f'--env_step_budget={budget}'] + override_args(strategy)
@@ -413,7 +412,7 @@ def cell_plan(runs_root: str, config_spec: str, base, strategy: str,
     return 'refuse', None, ('interrupted, but its config is not this '
                             'strategy\'s (' + '; '.join(wrong) + '); delete '
                             'the run directory to redo it')
-  return 'resume', [sys.executable, '-m', 'launch.cli', 'train', '--resume',
+  return 'resume', [sys.executable, '-m', 'tandem.launch.cli', 'train', '--resume',
                     run_dir, f'--env_step_budget={budget}'], (
                         'interrupted; continuing it')
 
@@ -1120,7 +1119,7 @@ def horizon_mismatch(base, strategy: str, budget: int):
   batch_size, what the rate limiter pays for) differs by more than
   HORIZON_TOLERANCE, its schedule would end early or far from done, which
   is another experiment."""
-  from launch import cli
+  from tandem.launch import cli
   pinned = MPO_FIELDS[strategy].get('schedule_horizon')
   if pinned is None or pinned == _MPO_DEFAULTS['schedule_horizon']:
     return None

@@ -23,16 +23,16 @@ import argparse
 import sys
 import time
 
-import _timing  # puts the repo root on sys.path  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.mpo import config as config_lib
-from agents.mpo import duals as duals_lib
-from agents.mpo import learner
-from agents.mpo import losses
+from tandem.agents.mpo import config as config_lib
+from tandem.agents.mpo import duals as duals_lib
+from tandem.agents.mpo import learner
+from tandem.agents.mpo import losses
 
 BASELINE = 'num_steps_1'
 # name -> (overrides of MPOConfig, in the targets?)

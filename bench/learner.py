@@ -30,12 +30,12 @@ import argparse
 import sys
 import time
 
-import _timing  # puts the repo root on sys.path  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
 
 import jax
 
-from agents.mpo import config as config_lib
-from agents.mpo import learner
+from tandem.agents.mpo import config as config_lib
+from tandem.agents.mpo import learner
 
 # Timed side by side; `learner_steps_per_s` keeps the default ('current').
 ESTEP_STATES = ('current', 'next')

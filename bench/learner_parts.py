@@ -48,17 +48,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-import _timing  # puts the repo root on sys.path  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from agents.mpo import config as config_lib
-from agents.mpo import duals as duals_lib
-from agents.mpo import learner
-from agents.mpo import losses
-from agents.mpo import networks
+from tandem.agents.mpo import config as config_lib
+from tandem.agents.mpo import duals as duals_lib
+from tandem.agents.mpo import learner
+from tandem.agents.mpo import losses
+from tandem.agents.mpo import networks
 
 PARTS = ('step_current', 'step_next', 'target_critic', 'target_policy',
          'critic_training', 'policy_training', 'duals')

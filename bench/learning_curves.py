@@ -16,10 +16,10 @@ import os
 import statistics
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
-from agents.common import logs  # noqa: E402
+from tandem.agents.runtime import logs  # noqa: E402
 
 
 def main():

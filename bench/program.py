@@ -23,17 +23,17 @@ import sys
 import tempfile
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
-from agents.common import logs  # noqa: E402
+from tandem.agents.runtime import logs  # noqa: E402
 
 
 def run(config: str, actors: int, budget: int, root: str) -> dict:
   name = f'bench_{actors}actors'
   start = time.time()
   proc = subprocess.run(
-      [sys.executable, '-m', 'launch.cli', 'train', '--config', config,
+      [sys.executable, '-m', 'tandem.launch.cli', 'train', '--config', config,
        '--launch', 'local_mp', '--num_actors', str(actors), '--name', name,
        f'--runs_root={root}', f'--env_step_budget={budget}'],
       cwd=REPO_ROOT, capture_output=True, text=True)

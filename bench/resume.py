@@ -50,16 +50,15 @@ import sys
 import tempfile
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 
 import _timing  # noqa: E402  (bench/_timing.py: machine info; imports jax)
 import numpy as np  # noqa: E402
 
-from agents.common import checkpointing  # noqa: E402
-from agents.common import logs  # noqa: E402
-from agents.common import replay  # noqa: E402
+from tandem.agents.core import checkpointing  # noqa: E402
+from tandem.agents.runtime import logs  # noqa: E402
+from tandem.agents.replay import replay  # noqa: E402
 
 LAYOUTS = {'cartpole': ('cartpole_swingup', replay.TransitionLayout(5, 1)),
            'walker': ('walker_walk', replay.TransitionLayout(24, 6))}
@@ -214,7 +213,7 @@ def tandem(args: list, timeout: float) -> float:
   env = dict(os.environ)
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
   t0 = time.time()
-  proc = subprocess.run([sys.executable, '-m', 'launch.cli'] + args,
+  proc = subprocess.run([sys.executable, '-m', 'tandem.launch.cli'] + args,
                         cwd=REPO_ROOT, env=env, capture_output=True,
                         text=True, timeout=timeout)
   if proc.returncode != 0:

@@ -24,9 +24,9 @@ argument above, not on a finished comparison.
 
 import dataclasses
 
-from agents.ail.config import AILConfig, discriminator_optimizer
-from configs import mpo as mpo_configs
-from launch.config import AILTrainConfig
+from tandem.agents.ail.config import AILConfig, discriminator_optimizer
+from tandem.configs import mpo as mpo_configs
+from tandem.launch.config import AILTrainConfig
 
 CONFIGS = ('gail_cartpole', 'airl_cartpole', 'tiny')
 

@@ -6,8 +6,8 @@ overridden on the command line (`tandem train --help` lists them).
 
 import dataclasses
 
-from agents.mpo.config import MPOConfig, OptimizerConfig
-from launch.config import TrainConfig
+from tandem.agents.mpo.config import MPOConfig, OptimizerConfig
+from tandem.launch.config import TrainConfig
 
 CONFIGS = ('cartpole', 'make_run', 'walker', 'walker_stand', 'tiny')
 

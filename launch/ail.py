@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from agents.ail import acting as ail_acting
-from agents.ail import learner as ail_learner
-from agents.ail.learner_node import AILLearnerNode
-from agents.mpo import learner as learner_lib
-from launch import mpo
-from launch.config import AILTrainConfig
+from tandem.agents.nodes import ail_acting
+from tandem.agents.ail import learner as ail_learner
+from tandem.agents.nodes.ail_learner_node import AILLearnerNode
+from tandem.agents.mpo import learner as learner_lib
+from tandem.launch import mpo
+from tandem.launch.config import AILTrainConfig
 
 local_resources = mpo.local_resources
 

@@ -30,8 +30,8 @@ import threading
 import time
 from typing import Optional, Sequence
 
-from agents.mpo.config import ConfigError
-from launch import config as config_lib
+from tandem.agents.mpo.config import ConfigError
+from tandem.launch import config as config_lib
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -43,9 +43,9 @@ class UsageError(ValueError):
 def _program(command: str):
   """The program module of a command: launch.mpo or launch.ail."""
   if command == 'train-ail':
-    from launch import ail
+    from tandem.launch import ail
     return ail
-  from launch import mpo
+  from tandem.launch import mpo
   return mpo
 
 
@@ -106,7 +106,7 @@ def _split_overrides(extra: Sequence[str]) -> dict:
 
 def resolve_train_config(args, extra: Sequence[str], command: str = 'train'):
   """Returns (TrainConfig, run_dir path, resume flag); raises on bad input."""
-  from agents.common import environments
+  from tandem.agents.envs import environments
   overrides = _split_overrides(extra)
   if getattr(args, 'demos', None):
     overrides['demos'] = os.path.abspath(args.demos)
@@ -159,7 +159,7 @@ REPLAY_TABLE_FIELDS = ('replay_max_size', 'replay_min_size',
 
 
 def _replay_checkpoint_exists(run_dir: str) -> bool:
-  from agents.common.rundir import RunDir
+  from tandem.agents.runtime.rundir import RunDir
   path = RunDir(run_dir).replay_checkpoints
   return os.path.isdir(path) and bool(os.listdir(path))
 
@@ -184,8 +184,8 @@ def _check_replay_checkpoint(cfg, run_dir: str, drop_replay: bool) -> None:
   is incomplete or damaged in its framing (replay_checkpoints.check): the
   replay node would die at start, after every other node was launched, or
   Reverb would start from an empty buffer without a word."""
-  from agents.common import replay_checkpoints
-  from agents.common.rundir import RunDir
+  from tandem.agents.replay import replay_checkpoints
+  from tandem.agents.runtime.rundir import RunDir
   if not cfg.replay_checkpoints or drop_replay:
     return
   try:
@@ -259,7 +259,7 @@ def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
   resume (run_dir holding demos.json), also refuses a file whose contents
   changed since the run started: the learner draws its expert batches from
   the file in-graph, and a resumed run must draw what the first one would."""
-  from agents.ail import demonstrations
+  from tandem.agents.ail import demonstrations
   if not cfg.demos:
     raise UsageError('tandem train-ail needs --demos FILE.npz (expert '
                      'demonstrations; README: "Demonstration files")')
@@ -310,7 +310,7 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
   may (environments.may_terminate, even where the expert's never do):
   without DAC's absorbing states the learned reward's sign biases episode
   length."""
-  from agents.common import environments
+  from tandem.agents.envs import environments
   n = record.get('terminal_transitions', 0)
   if n:
     where = (f'{n} of the demonstrations\' {record["episodes"]} episodes '
@@ -339,7 +339,7 @@ def final_summary(final: dict) -> str:
   counts its evaluator.csv row carries; actors may sync a few env steps
   after the learner stopped, which `counts`, read after the evaluation,
   include); throughput is over the counter's final counts."""
-  from agents.common import counting
+  from tandem.agents.runtime import counting
   fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
   at = final.get('checkpoint_counts') or final['counts']
   return (f'\nthroughput: {fps:.1f} env steps/s over the time the run has '
@@ -476,8 +476,8 @@ def _report_stops(rd, cfg, segment: int, stop_time) -> list[str]:
   each node's end) and reports nodes that neither finished nor crashed:
   those were killed, mostly by Launchpad's SIGKILL once stop_grace_s ran
   out. Returns their names."""
-  from agents.common.files import write_json_atomic
-  from agents.common.rundir import read_errors, read_stopped
+  from tandem.agents.core.files import write_json_atomic
+  from tandem.agents.runtime.rundir import read_errors, read_stopped
   finished = read_stopped(rd)
   crashed = set(read_errors(rd))
   killed = [n for n in node_names(cfg) if n not in finished and
@@ -513,7 +513,7 @@ def _failure_resume_command(errors: dict, cfg, run_dir: str) -> str:
   """The closing hint of a failed launch, given its crash reports `errors`
   (rundir.read_errors): a replay checkpoint that did not load fails every
   resume the same way, so that one names --drop_replay."""
-  from agents.common.replay_node import ReplayCheckpointLoadError
+  from tandem.agents.nodes.replay_node import ReplayCheckpointLoadError
   command = _resume_command(cfg, run_dir)
   if errors.get('replay', '').startswith(
       ReplayCheckpointLoadError.__name__ + ':'):
@@ -553,7 +553,7 @@ def _keep_off_accelerators(launch: str) -> None:
 
 def _reconcile(rd, checkpoint: str, segment: int) -> None:
   """Counter and logs continue from the learner checkpoint's counts."""
-  from agents.common import resume as resume_lib
+  from tandem.agents.runtime import resume as resume_lib
   done = resume_lib.reconcile(rd, checkpoint, segment)
   if done is None:
     print('the checkpoint carries no counts; counts continue from '
@@ -576,7 +576,7 @@ def _reconcile(rd, checkpoint: str, segment: int) -> None:
 def empty_replay_note(cfg, rd) -> Optional[str]:
   """A warning when a resume starts from an empty buffer with no more of
   the budget left than replay_min_size: the learner would not step again."""
-  from agents.common import counting
+  from tandem.agents.runtime import counting
   env_steps = counting.Counter(rd.counter, restore=True).get_counts()[
       'env_steps']
   left = cfg.env_step_budget - env_steps
@@ -589,7 +589,7 @@ def empty_replay_note(cfg, rd) -> Optional[str]:
 
 
 def _set_aside_unfinished_final(rd, segment: int) -> None:
-  from agents.common import resume as resume_lib
+  from tandem.agents.runtime import resume as resume_lib
   if resume_lib.set_aside_unfinished_final(rd, segment):
     print('the final evaluation of the stopped launch (no final.json) moved '
           f'to {resume_lib.discarded_dir(rd, segment)}: this launch evaluates '
@@ -614,7 +614,7 @@ def _refuse_if_nodes_alive(run_dir: str) -> None:
   """A launcher killed hard leaves its nodes to stop on their own (they
   poll it, then checkpoint and exit); until the last has, they still write
   into the run directory, so no new program may start there."""
-  from agents.common import supervision
+  from tandem.agents.runtime import supervision
   if not supervision.nodes_running(run_dir):
     return
   pids = supervision.program_processes(run_dir)
@@ -628,8 +628,8 @@ def _refuse_if_nodes_alive(run_dir: str) -> None:
 def _load_for_resume(checkpoint: str, template) -> None:
   """Reads what a resume reads from `checkpoint` (the learner's state and
   the counts reconcile rolls back to); raises CheckpointError."""
-  from agents.common import checkpointing
-  from agents.common import resume as resume_lib
+  from tandem.agents.core import checkpointing
+  from tandem.agents.runtime import resume as resume_lib
   _, meta = checkpointing.restore_with_metadata(checkpoint, template)
   resume_lib.checkpoint_counts(checkpoint, meta)
 
@@ -637,7 +637,7 @@ def _load_for_resume(checkpoint: str, template) -> None:
 def _older_checkpoint_hint(rd, latest: str, template) -> str:
   """How to resume from the checkpoint before a damaged `latest`, where
   that one loads (one that does not fit this config fails the same way)."""
-  from agents.common import checkpointing
+  from tandem.agents.core import checkpointing
   older = checkpointing.list_checkpoints(rd.learner_checkpoints)[:-1]
   if not older:
     return ''
@@ -655,7 +655,7 @@ def _left_by_a_run(rd) -> Optional[str]:
   or None. Not only config.json: a new counter would restart at 0 over
   counter.json, new rows go under the old header, and the new low-step
   checkpoints be the ones pruned."""
-  from agents.common import checkpointing
+  from tandem.agents.core import checkpointing
   if os.path.exists(rd.config):
     return 'config.json'
   if os.path.exists(rd.counter):
@@ -670,12 +670,12 @@ def _left_by_a_run(rd) -> Optional[str]:
 
 def check_resumable(cfg, run_dir: str, program=None) -> Optional[str]:
   """Loads what --resume will load, so a bad file fails before launch."""
-  from agents.common import checkpointing
-  from agents.common import counting
-  from agents.common import resume as resume_lib
-  from agents.common.rundir import RunDir
+  from tandem.agents.core import checkpointing
+  from tandem.agents.runtime import counting
+  from tandem.agents.runtime import resume as resume_lib
+  from tandem.agents.runtime.rundir import RunDir
   if program is None:
-    from launch import mpo as program
+    from tandem.launch import mpo as program
   rd = RunDir(run_dir)
   latest = checkpointing.latest(rd.learner_checkpoints)
   if latest is None:
@@ -772,8 +772,8 @@ def train(args, extra, command: str = 'train') -> int:
     note = terminal_note(demos_record, cfg)
     if note:
       print(note)
-  from agents.common.rundir import Lock, RunDir
-  from agents.common.files import write_json_atomic
+  from tandem.agents.runtime.rundir import Lock, RunDir
+  from tandem.agents.core.files import write_json_atomic
   rd = RunDir(run_dir)
   left = None if resume else _left_by_a_run(rd)
   if left == 'config.json':
@@ -835,7 +835,7 @@ def train(args, extra, command: str = 'train') -> int:
         print(f'replay buffer dropped (moved to {dropped}); delete it when '
               'no longer wanted')
     elif cfg.replay_checkpoints and _replay_checkpoint_exists(run_dir):
-      from agents.common import replay_checkpoints
+      from tandem.agents.replay import replay_checkpoints
       latest_replay = replay_checkpoints.latest(rd.replay_checkpoints)
       refilled = not latest_replay
       print(f'replay buffer: restored from {latest_replay}' if latest_replay
@@ -858,7 +858,7 @@ def train(args, extra, command: str = 'train') -> int:
   # launchpad (hence it) when our node modules load: set what it read.
   from launchpad.launch.run_locally import launch_local_output_to_files
   launch_local_output_to_files._LOGGING_DIR = nodes_dir  # pylint: disable=protected-access
-  from agents.common import supervision
+  from tandem.agents.runtime import supervision
   supervision.announce(run_dir, cfg.stop_grace_s)  # before any node starts
   import launchpad as lp
   from absl import flags
@@ -931,11 +931,11 @@ def train(args, extra, command: str = 'train') -> int:
   _report_stops(rd, cfg, segment, stop_time)
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
-  from agents.common.rundir import read_errors
+  from tandem.agents.runtime.rundir import read_errors
   errors = read_errors(rd)
   if failed or errors:
     _print_failure(errors, nodes_dir)
-    from agents.common import checkpointing
+    from tandem.agents.core import checkpointing
     latest = checkpointing.latest(rd.learner_checkpoints)
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
@@ -959,10 +959,10 @@ def train(args, extra, command: str = 'train') -> int:
 def collect_demos(args) -> int:
   """Records a run's mean-action policy (latest checkpoint) as a
   demonstrations file, then loads it back through the loader."""
-  from agents.ail import demonstrations
-  from agents.common import checkpointing
-  from agents.common import environments
-  from agents.common.rundir import RunDir
+  from tandem.agents.ail import demonstrations
+  from tandem.agents.core import checkpointing
+  from tandem.agents.envs import environments
+  from tandem.agents.runtime.rundir import RunDir
   rd = RunDir(os.path.abspath(args.run))
   if not os.path.isfile(rd.config):
     raise UsageError(f'--run {args.run}: no config.json there; is it a '
@@ -1011,7 +1011,7 @@ def collect_demos(args) -> int:
 
 
 def plot(args) -> int:
-  from launch import plotting
+  from tandem.launch import plotting
   try:
     out = plotting.plot_run(args.run_dir, args.out)
   except FileNotFoundError as e:
@@ -1119,7 +1119,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f'tandem: error: {e}', file=sys.stderr)
     return EXIT_BAD_INPUT
   except Exception as e:  # noqa: BLE001 - known bad-input errors below
-    from agents.common.rundir import RunDirLocked
+    from tandem.agents.runtime.rundir import RunDirLocked
     if isinstance(e, RunDirLocked):
       print(f'tandem: error: {e}', file=sys.stderr)
       return EXIT_BAD_INPUT

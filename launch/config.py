@@ -14,9 +14,9 @@ import math
 import typing
 from typing import Any
 
-from agents.ail.config import AILConfig
-from agents.mpo import config as mpo_config
-from agents.mpo.config import ConfigError, MPOConfig
+from tandem.agents.ail.config import AILConfig
+from tandem.agents.mpo import config as mpo_config
+from tandem.agents.mpo.config import ConfigError, MPOConfig
 
 LAUNCH_TYPES = ('local_mp', 'local_mt')
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from agents.common import environments
-from agents.common import program_nodes
-from agents.common import replay
-from agents.common import replay_node
-from agents.mpo import acting
-from agents.mpo import learner as learner_lib
-from agents.mpo import learner_node
-from launch.config import TrainConfig
+from tandem.agents.envs import environments
+from tandem.agents.nodes import counter_node
+from tandem.agents.replay import replay
+from tandem.agents.nodes import replay_node
+from tandem.agents.nodes import acting
+from tandem.agents.mpo import learner as learner_lib
+from tandem.agents.nodes import learner_node
+from tandem.launch.config import TrainConfig
 
 # Actors and evaluator never see an accelerator: JAX would otherwise reserve
 # most of the GPU's memory in every one of their processes. They also get one
@@ -66,7 +66,7 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
         tc.replay_checkpoint_period_s))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(
-        program_nodes.CounterNode, run_dir, tc.env_step_budget, resume,
+        counter_node.CounterNode, run_dir, tc.env_step_budget, resume,
         tc.checkpoint_period_s))
   with program.group('learner'):
     learner = program.add_node(lp.CourierNode(
@@ -81,7 +81,7 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
         evaluator_node_cls, tc, counter, learner, run_dir, segment))
   with program.group('limiter'):
     program.add_node(lp.CourierNode(
-        program_nodes.StepsLimiter, counter, learner, evaluator,
+        counter_node.StepsLimiter, counter, learner, evaluator,
         tc.env_step_budget, run_dir, tc.final_eval_episodes))
   return program
 

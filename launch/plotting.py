@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from agents.common import logs
-from agents.common.rundir import RunDir
+from tandem.agents.runtime import logs
+from tandem.agents.runtime.rundir import RunDir
 
 
 def plot_run(run_dir: str, out: Optional[str] = None) -> str:

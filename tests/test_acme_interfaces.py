@@ -9,12 +9,12 @@ import jax
 import numpy as np
 import pytest
 
-from agents.common import environments
-from agents.mpo import actor as actor_lib
-from agents.mpo import learner as learner_lib
-from agents.mpo import networks
-from agents.mpo.learner_node import LearnerNode
-from configs import mpo as named
+from tandem.agents.envs import environments
+from tandem.agents.mpo import actor as actor_lib
+from tandem.agents.mpo import learner as learner_lib
+from tandem.agents.mpo import networks
+from tandem.agents.nodes.learner_node import LearnerNode
+from tandem.configs import mpo as named
 from tests.fakes import UncontactedReplay
 
 
@@ -136,10 +136,10 @@ def test_readme_acme_snippet_runs(capsys):
 @pytest.mark.parametrize('acting', ['online', 'target'])
 def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path,
                                                                   acting):
-  from agents.ail.learner_node import AILLearnerNode
-  from configs import ail as ail_named
-  from launch import ail as ail_program
-  from launch import config as config_lib
+  from tandem.agents.nodes.ail_learner_node import AILLearnerNode
+  from tandem.configs import ail as ail_named
+  from tandem.launch import ail as ail_program
+  from tandem.launch import config as config_lib
   from tests.integration.demo_data import write_cartpole_demos
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
   tc = config_lib.apply_overrides(ail_named.tiny(), {

@@ -40,13 +40,30 @@ def test_image_installs_the_lock_with_the_makefile_pins():
   assert pins(docker) == pins(make) and len(pins(docker)) == 3
 
 
+def _package_dirs() -> dict:
+  """pyproject's package-dir: installed name -> folder of the checkout."""
+  table = re.search(r'^package-dir = \{([^}]*)\}', _read('pyproject.toml'), re.M)
+  return dict(re.findall(r'"([\w.]+)" = "(\w+)"', table.group(1)))
+
+
+def test_everything_installs_under_tandem_and_every_package_is_listed():
+  dirs = _package_dirs()
+  assert dirs == {f'tandem.{d}': d for d in ('agents', 'launch', 'configs')}
+  listed = re.search(r'^packages = \[([^\]]*)\]', _read('pyproject.toml'),
+                     re.M)
+  listed = set(re.findall(r'"([\w.]+)"', listed.group(1)))
+  found = set()
+  for folder in dirs.values():
+    for path, _, files in os.walk(os.path.join(ROOT, folder)):
+      if '__init__.py' in files:
+        found.add('tandem.' + os.path.relpath(path, ROOT).replace(os.sep, '.'))
+  assert listed == found
+
+
 def test_image_copies_every_installed_package():
-  include = re.search(r'include = \[([^\]]*)\]', _read('pyproject.toml'))
-  packages = re.findall(r'"(\w+)\*"', include.group(1))
-  assert packages
   docker = _read('Dockerfile')
-  for package in packages:
-    assert re.search(rf'^COPY {package} \./{package}$', docker, re.M), package
+  for folder in _package_dirs().values():
+    assert re.search(rf'^COPY {folder} \./{folder}$', docker, re.M), folder
   assert re.search(r'^ENTRYPOINT \["tandem"\]', docker, re.M)
   ignored = _read('.dockerignore').split()
   assert '.venv' in ignored and 'runs' in ignored

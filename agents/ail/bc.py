@@ -17,8 +17,8 @@ action as far less likely than the expert's.
 import jax
 import jax.numpy as jnp
 
-from agents.ail.config import AILConfig
-from agents.mpo import networks
+from tandem.agents.ail.config import AILConfig
+from tandem.agents.mpo import networks
 
 
 def weight(ail_cfg: AILConfig, generator_steps: jax.Array) -> jax.Array:

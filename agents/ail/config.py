@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
+from tandem.agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
                                _int_at_least, _layers, _non_negative,
                                _one_of, _optimizer_field, _step_count)
 

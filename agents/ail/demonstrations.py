@@ -47,9 +47,9 @@ import zlib
 
 import numpy as np
 
-from agents.common import environments
-from agents.common import files
-from agents.mpo import actor as actor_lib
+from tandem.agents.envs import environments
+from tandem.agents.core import files
+from tandem.agents.mpo import actor as actor_lib
 
 OBSERVATIONS = 'observations'
 NEXT_OBSERVATIONS = 'next_observations'

@@ -26,11 +26,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.ail.config import AILConfig
-from agents.common import optimizers
-from agents.common import schedules
-from agents.common import trees
-from agents.mpo import networks
+from tandem.agents.ail.config import AILConfig
+from tandem.agents.core import optimizers
+from tandem.agents.core import schedules
+from tandem.agents.core import trees
+from tandem.agents.mpo import networks
 
 
 class Transitions(NamedTuple):

@@ -28,14 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.ail import bc
-from agents.ail import discriminator as disc
-from agents.ail.config import AILConfig
-from agents.common import checkpointing
-from agents.common.batches import Batch, Windows
-from agents.mpo import learner as mpo_learner
-from agents.mpo import networks
-from agents.mpo.config import MPOConfig
+from tandem.agents.ail import bc
+from tandem.agents.ail import discriminator as disc
+from tandem.agents.ail.config import AILConfig
+from tandem.agents.core import checkpointing
+from tandem.agents.core.batches import Batch, Windows
+from tandem.agents.mpo import learner as mpo_learner
+from tandem.agents.mpo import networks
+from tandem.agents.mpo.config import MPOConfig
 
 
 class AILState(NamedTuple):

@@ -3,7 +3,7 @@
 Actors act on the CPU whatever the machine has, one observation per call, so
 the policy runs in numpy (agents/mpo/numpy_policy.py says why) and an actor
 process never starts an XLA runtime or touches an accelerator. Environments
-and replay writes are the acting loop's business (agents/mpo/acting.py).
+and replay writes are the acting loop's business (agents/nodes/acting.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import acme.core
 import dm_env
 import numpy as np
 
-from agents.mpo import numpy_policy
-from agents.mpo.config import MPOConfig
+from tandem.agents.mpo import numpy_policy
+from tandem.agents.mpo.config import MPOConfig
 
 
 class Actor(acme.core.Actor):

@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.common import optimizers
-from agents.mpo import losses
-from agents.mpo.config import DualConfig
+from tandem.agents.core import optimizers
+from tandem.agents.mpo import losses
+from tandem.agents.mpo.config import DualConfig
 
 
 # The lowest unconstrained value kept after each dual step, as Acme's

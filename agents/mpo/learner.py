@@ -27,15 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from agents.common import checkpointing
-from agents.common.batches import Batch  # re-exported: learner.Batch
-from agents.common import optimizers
-from agents.common import schedules
-from agents.common import trees
-from agents.mpo import duals as duals_lib
-from agents.mpo import losses
-from agents.mpo import networks
-from agents.mpo.config import MPOConfig
+from tandem.agents.core import checkpointing
+from tandem.agents.core.batches import Batch  # re-exported: learner.Batch
+from tandem.agents.core import optimizers
+from tandem.agents.core import schedules
+from tandem.agents.core import trees
+from tandem.agents.mpo import duals as duals_lib
+from tandem.agents.mpo import losses
+from tandem.agents.mpo import networks
+from tandem.agents.mpo.config import MPOConfig
 
 
 class LearnerState(NamedTuple):

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.mpo import networks
+from tandem.agents.mpo import networks
 
 
 def estep_weights(q: jax.Array, temperature: jax.Array) -> jax.Array:

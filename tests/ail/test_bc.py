@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.ail import bc
-from agents.ail.config import AILConfig
-from agents.mpo.networks import GaussianParams
+from tandem.agents.ail import bc
+from tandem.agents.ail.config import AILConfig
+from tandem.agents.mpo.networks import GaussianParams
 
 
 def test_weight_decays_linearly_to_zero_with_global_generator_steps():
@@ -68,8 +68,8 @@ def test_a_final_weight_above_the_start_is_refused():
 ])
 def test_resume_refuses_a_changed_bc_field(start, path, value):
   # The weight schedule is part of what the checkpoint's run means.
-  from configs import ail as named
-  from launch import config as launch_config
+  from tandem.configs import ail as named
+  from tandem.launch import config as launch_config
   old = launch_config.apply_overrides(named.gail_cartpole(), start)
   new = launch_config.apply_overrides(old, {path: value})
   assert path not in launch_config.RESUMABLE_FIELDS
@@ -78,8 +78,8 @@ def test_resume_refuses_a_changed_bc_field(start, path, value):
 
 
 def test_a_config_file_from_before_bc_loads_with_bc_off():
-  from configs import ail as named
-  from launch import config as launch_config
+  from tandem.configs import ail as named
+  from tandem.launch import config as launch_config
   old = named.gail_cartpole()
   data = launch_config.to_dict(old)
   for k in ('bc_weight', 'bc_decay_steps', 'bc_final_weight'):

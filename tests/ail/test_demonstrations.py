@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from agents.ail import demonstrations
-from agents.common import environments
-from agents.mpo import config as mpo_config
-from agents.mpo import networks
+from tandem.agents.ail import demonstrations
+from tandem.agents.envs import environments
+from tandem.agents.mpo import config as mpo_config
+from tandem.agents.mpo import networks
 from tests import REPO_ROOT
 
 DemoError = demonstrations.DemoError

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.ail import discriminator as disc
-from agents.ail.config import AILConfig, discriminator_optimizer
-from agents.mpo import networks
+from tandem.agents.ail import discriminator as disc
+from tandem.agents.ail.config import AILConfig, discriminator_optimizer
+from tandem.agents.mpo import networks
 
 O, D = 2, 1  # observation and action dims of the hand-built cases
 

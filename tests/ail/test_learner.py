@@ -10,16 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.ail import bc
-from agents.ail import discriminator as disc
-from agents.ail import learner
-from agents.ail.config import AILConfig, discriminator_optimizer
-from agents.common import checkpointing
-from agents.common import replay
-from agents.mpo import config as mpo_config
-from agents.mpo import learner as mpo_learner
-from agents.mpo import networks
-from agents.mpo.learner import Dims
+from tandem.agents.ail import bc
+from tandem.agents.ail import discriminator as disc
+from tandem.agents.ail import learner
+from tandem.agents.ail.config import AILConfig, discriminator_optimizer
+from tandem.agents.core import checkpointing
+from tandem.agents.replay import replay
+from tandem.agents.mpo import config as mpo_config
+from tandem.agents.mpo import learner as mpo_learner
+from tandem.agents.mpo import networks
+from tandem.agents.mpo.learner import Dims
 
 DIMS = Dims(observation=3, action=2)
 N_STEP = 3
@@ -405,7 +405,7 @@ def test_relabelled_batches_bootstrap_with_gamma_m_times_the_env_discounts(
   # γ^m ∏ d_k over the m steps actually taken (short windows at an
   # episode's end), s_m the window's last observation, s_0 and a_0 its
   # first. That the windows' bootstrap is NStepAdder's discount after
-  # to_batch (the MPO path) is tests/common/test_replay.py's.
+  # to_batch (the MPO path) is tests/replay/test_replay.py's.
   mpo, ail = _mpo(), _ail()
   state = learner.init(mpo, ail, DIMS, seed=0)
   rng = np.random.default_rng(3)

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.ail import learner as ail_learner
-from agents.common import checkpointing
-from configs import ail as ail_configs
-from launch import ail as launch_ail
-from launch import config as config_lib
+from tandem.agents.ail import learner as ail_learner
+from tandem.agents.core import checkpointing
+from tandem.configs import ail as ail_configs
+from tandem.launch import ail as launch_ail
+from tandem.launch import config as config_lib
 from tests.bench import load_script
 from tests.integration import demo_data
 

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from agents.mpo.config import DualConfig
-from launch import cli
-from launch import config as config_lib
+from tandem.agents.mpo.config import DualConfig
+from tandem.launch import cli
+from tandem.launch import config as config_lib
 from tests.bench import REPO_ROOT, load_script
 
 MAKE_RUN = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':make_run'
@@ -215,7 +215,7 @@ def test_the_cli_resolves_the_start_command(tmp_path, strategy):
   """The command a new cell runs, through the real `tandem train` parser:
   argparse must pass every override through, and the config resolve."""
   command = ds.train_command(MAKE_RUN, str(tmp_path), strategy, 3, 1234)
-  assert command[1:4] == ['-m', 'launch.cli', 'train']
+  assert command[1:4] == ['-m', 'tandem.launch.cli', 'train']
   args, extra = cli.make_parser().parse_known_args(command[3:])
   cfg, run_dir, resume = cli.resolve_train_config(args, extra)
   assert not resume

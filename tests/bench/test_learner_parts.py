@@ -10,7 +10,6 @@ import sys
 
 from tests.bench import REPO_ROOT, load_script
 
-sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))  # the scripts' _timing
 parts = load_script('learner_parts')
 
 LAYERS, B, N = (32, 32), 16, 4

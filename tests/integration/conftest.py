@@ -15,7 +15,7 @@ def run_tandem(args, timeout=480):
   env = dict(os.environ)
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
   return subprocess.run(
-      [sys.executable, '-m', 'launch.cli'] + list(args), cwd=ROOT, env=env,
+      [sys.executable, '-m', 'tandem.launch.cli'] + list(args), cwd=ROOT, env=env,
       capture_output=True, text=True, timeout=timeout)
 
 
@@ -26,7 +26,7 @@ def start_tandem(args, capture=True):
   env = dict(os.environ)
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
   out = sp.PIPE if capture else sp.DEVNULL
-  return sp.Popen([sys.executable, '-m', 'launch.cli'] + list(args), cwd=ROOT,
+  return sp.Popen([sys.executable, '-m', 'tandem.launch.cli'] + list(args), cwd=ROOT,
                   env=env, stdout=out, stderr=out, text=True)
 
 

@@ -3,10 +3,10 @@ from ../shared, so the tests run on any checkout."""
 
 import jax
 
-from agents.ail import demonstrations
-from agents.common import environments
-from agents.mpo import networks
-from agents.mpo.config import MPOConfig
+from tandem.agents.ail import demonstrations
+from tandem.agents.envs import environments
+from tandem.agents.mpo import networks
+from tandem.agents.mpo.config import MPOConfig
 
 
 def write_cartpole_demos(path: str, episodes: int = 2) -> str:

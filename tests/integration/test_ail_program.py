@@ -11,13 +11,13 @@ from absl.testing import absltest
 import launchpad as lp
 import numpy as np
 
-from agents.ail import demonstrations
-from agents.common import checkpointing
-from agents.common import logs
-from agents.common import schedules
-from configs import ail as named
-from launch import ail
-from launch import config as config_lib
+from tandem.agents.ail import demonstrations
+from tandem.agents.core import checkpointing
+from tandem.agents.runtime import logs
+from tandem.agents.core import schedules
+from tandem.configs import ail as named
+from tandem.launch import ail
+from tandem.launch import config as config_lib
 from tests.integration.conftest import processes_mentioning, run_tandem
 from tests.integration.demo_data import write_cartpole_demos
 
@@ -181,7 +181,7 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
                                              'learner'))
   # The plan its rounds were counted under, for a later resume to check.
-  from agents.ail import learner as ail_learner
+  from tandem.agents.ail import learner as ail_learner
   assert checkpointing.read_metadata(latest)['round_plan'] == \
       ail_learner.plan_record(named.tiny().ail)
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from agents.common import checkpointing
-from agents.common import logs
+from tandem.agents.core import checkpointing
+from tandem.agents.runtime import logs
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         processes_mentioning, run_tandem,
                                         start_tandem, wait_for_learner_steps)

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from agents.common import checkpointing
-from agents.common import logs
-from agents.common import replay_checkpoints
-from agents.common import schedules
+from tandem.agents.core import checkpointing
+from tandem.agents.runtime import logs
+from tandem.agents.replay import replay_checkpoints
+from tandem.agents.core import schedules
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         processes_mentioning, run_tandem,
                                         start_tandem, wait_for_learner_steps)
@@ -172,7 +172,7 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
   _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
-  from agents.common import supervision
+  from tandem.agents.runtime import supervision
   # Both, not the first alone: an exiting process's command line and
   # environment read empty once its memory is released, a moment before
   # its open files (the run's node lock among them) are closed.
@@ -207,7 +207,7 @@ def test_learner_whose_updates_are_all_skipped_stops_the_program(runs_root):
 
 def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
   import signal
-  from agents.common import supervision
+  from tandem.agents.runtime import supervision
   run_dir = os.path.join(runs_root, 'replaydeath')
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name',
                               'replaydeath', '--env_step_budget=10000000',
@@ -237,7 +237,7 @@ def _check_listening_sockets_are_as_the_readme_says(run_dir, launcher_pid):
   no way to bind loopback), the launcher on none. Read from the processes'
   own socket tables, never by connecting anywhere."""
   import psutil
-  from agents.common import supervision
+  from tandem.agents.runtime import supervision
   listening = {}
   for pid in supervision.program_processes(run_dir) + [launcher_pid]:
     conns = psutil.Process(pid).net_connections('inet')

@@ -10,10 +10,10 @@ import jax
 import launchpad as lp
 import numpy as np
 
-from agents.common import replay
-from launch import config as config_lib
-from launch import mpo
-from configs import mpo as named
+from tandem.agents.replay import replay
+from tandem.launch import config as config_lib
+from tandem.launch import mpo
+from tandem.configs import mpo as named
 
 
 class ProgramTest(absltest.TestCase):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from launch import config as config_lib
+from tandem.launch import config as config_lib
 
 
 def make_config_stale(path: str) -> dict:

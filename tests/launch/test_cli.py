@@ -7,11 +7,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from agents.common import checkpointing
-from agents.common.rundir import Lock, RunDir
-from configs import mpo as named
-from launch import cli
-from launch import config as config_lib
+from tandem.agents.core import checkpointing
+from tandem.agents.runtime.rundir import Lock, RunDir
+from tandem.configs import mpo as named
+from tandem.launch import cli
+from tandem.launch import config as config_lib
 from tests import REPO_ROOT
 from tests.launch import make_config_stale
 
@@ -87,7 +87,7 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
   rc, err = _main(capsys, 'train', '--resume', rd.root)
   assert rc == cli.EXIT_BAD_INPUT and 'the one before it' not in err, err
   # One that loads: the error says how to resume from it.
-  from launch import mpo as program
+  from tandem.launch import mpo as program
   checkpointing.save_tree(older, program.learner_template(named.tiny()))
   rc, err = _main(capsys, 'train', '--resume', rd.root)
   assert rc == cli.EXIT_BAD_INPUT
@@ -98,7 +98,7 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
 
 def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
     capsys, tmp_path):
-  from launch import mpo as program
+  from tandem.launch import mpo as program
   rd = _fake_run(tmp_path)
   path = checkpointing.save_numbered(
       rd.learner_checkpoints, 10, program.learner_template(named.tiny()),
@@ -116,7 +116,7 @@ def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
 ])
 def test_resume_with_an_unreadable_log_names_it_before_writing(
     capsys, tmp_path, monkeypatch, damage):
-  from launch import mpo as program
+  from tandem.launch import mpo as program
   rd = _fake_run(tmp_path)
   checkpointing.save_numbered(
       rd.learner_checkpoints, 10, program.learner_template(named.tiny()),
@@ -139,7 +139,7 @@ def test_resume_with_an_unreadable_log_names_it_before_writing(
 
 
 def test_a_torn_last_log_line_is_not_an_unreadable_log(tmp_path):
-  from agents.common import resume
+  from tandem.agents.runtime import resume
   path = tmp_path / 'actor.csv'
   path.write_bytes(b'env_steps,x\n1,2\n3,\xe2\x82')  # cut mid-character
   assert resume.read_log(str(path)) == (['env_steps', 'x'], [['1', '2']])
@@ -181,8 +181,8 @@ def test_a_resume_with_too_little_budget_to_refill_replay_says_so(tmp_path):
 def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
   # The hint train() prints after a failed launch; end to end (a real
   # damaged replay checkpoint) in tests/integration/test_local_mp.py (slow).
-  from agents.common.replay_node import ReplayCheckpointLoadError
-  from agents.common.rundir import capture_errors, read_errors
+  from tandem.agents.nodes.replay_node import ReplayCheckpointLoadError
+  from tandem.agents.runtime.rundir import capture_errors, read_errors
   cfg = named.tiny()
   rd = RunDir(str(tmp_path / 'run')).make()
   plain = cli._failure_resume_command(read_errors(rd), cfg, rd.root)
@@ -489,7 +489,7 @@ def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
     with tf.io.TFRecordWriter(os.path.join(path, name)) as w:
       w.write(b'x' * 100)
   open(os.path.join(path, 'DONE'), 'w').close()
-  from launch import mpo as program
+  from tandem.launch import mpo as program
   cfg = named.tiny()
   # A learner checkpoint that loads, so the replay check is what refuses.
   checkpointing.save_numbered(rd.learner_checkpoints, 10,

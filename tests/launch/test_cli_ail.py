@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from launch import cli
-from launch import config as config_lib
+from tandem.launch import cli
+from tandem.launch import config as config_lib
 from tests.integration.demo_data import write_cartpole_demos
 from tests.launch import make_config_stale
 
@@ -120,11 +120,11 @@ def _run_with_checkpoint(tmp_path, monkeypatch):
   """A run directory holding a config and a learner checkpoint; collecting
   is replaced by a recorder, so a test sees whether it would have run."""
   import json
-  from agents.ail import demonstrations
-  from agents.common import checkpointing
-  from agents.common.rundir import RunDir
-  from configs import mpo as named
-  from launch import mpo as program
+  from tandem.agents.ail import demonstrations
+  from tandem.agents.core import checkpointing
+  from tandem.agents.runtime.rundir import RunDir
+  from tandem.configs import mpo as named
+  from tandem.launch import mpo as program
   cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
   rd = RunDir(str(tmp_path / cfg.name)).make()
   with open(rd.config, 'w') as f:
@@ -170,8 +170,8 @@ def _ail_run_dir(tmp_path, demos):
   """(config, run directory) of an adversarial run as a launch leaves it
   before any node ran: config.json and demos.json."""
   import json
-  from agents.common.rundir import RunDir
-  from configs import ail as named
+  from tandem.agents.runtime.rundir import RunDir
+  from tandem.configs import ail as named
   cfg = config_lib.apply_overrides(named.tiny(), {
       'runs_root': str(tmp_path), 'demos': demos})
   rd = RunDir(str(tmp_path / cfg.name)).make()
@@ -199,8 +199,8 @@ def test_resume_refuses_changed_demonstrations_and_round_sizes(
 def test_resume_refuses_an_unreadable_demos_record_and_keeps_it(
     capsys, tmp_path, demos, text):
   import json
-  from agents.common.rundir import RunDir
-  from configs import ail as named
+  from tandem.agents.runtime.rundir import RunDir
+  from tandem.configs import ail as named
   cfg = config_lib.apply_overrides(named.tiny(), {
       'runs_root': str(tmp_path), 'demos': demos})
   rd = RunDir(str(tmp_path / cfg.name)).make()
@@ -219,8 +219,8 @@ def test_resume_refuses_an_unreadable_demos_record_and_keeps_it(
 def test_resume_hints_name_the_adversarial_command():
   # The hints printed when a run stops or fails must name the command that
   # can resume it: `train` refuses an adversarial run directory.
-  from configs import ail as ail_configs
-  from configs import mpo as mpo_configs
+  from tandem.configs import ail as ail_configs
+  from tandem.configs import mpo as mpo_configs
   assert cli._command(ail_configs.tiny()) == 'train-ail'  # pylint: disable=protected-access
   assert cli._command(mpo_configs.tiny()) == 'train'  # pylint: disable=protected-access
   assert cli._resume_command(ail_configs.tiny(), 'runs/x') == (  # pylint: disable=protected-access
@@ -270,7 +270,7 @@ def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
 
 
 def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
-  from configs import ail as named_ail
+  from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
   got = cli.expected_updates(cfg)
   rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
@@ -330,8 +330,8 @@ def _stored(tmp_path, cfg, **changes):
 
 def test_reading_a_run_sets_aside_stale_plumbing_whatever_its_batch_sizes(
     tmp_path):
-  from configs import ail as named_ail
-  from configs import mpo as named_mpo
+  from tandem.configs import ail as named_ail
+  from tandem.configs import mpo as named_mpo
   # Large batches with the replay sizes they need, and a stale refresh
   # period: the stand-ins must not trip the batch-size checks themselves.
   for cfg, changes in (
@@ -350,7 +350,7 @@ def test_reading_a_run_sets_aside_stale_plumbing_whatever_its_batch_sizes(
 
 
 def test_reading_a_run_names_what_defines_it_when_that_fails(tmp_path):
-  from configs import ail as named_ail
+  from tandem.configs import ail as named_ail
   # generator_steps_per_round must be a multiple of sgd_steps_per_call: a
   # check of the run itself, beside a stale refresh period.
   path, _ = _stored(tmp_path, named_ail.tiny(), actor_update_period=10**9,
@@ -374,7 +374,7 @@ def test_the_status_line_shows_the_discriminators_rate_where_it_steps():
 
 
 def test_a_behaviour_cloning_decay_far_from_the_budget_is_noted():
-  from configs import ail as named_ail
+  from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
   generator_steps = cli.expected_updates(cfg)['mpo']
   bc = {'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.0'}
@@ -400,10 +400,10 @@ def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
   # config.json is what a resume compares overrides with; the checkpoint
   # records the plan its counts were made under, so an edited config.json
   # cannot place the restored steps in other rounds.
-  from agents.ail import learner as ail_learner
-  from agents.common import checkpointing
-  from agents.common import counting
-  from launch import ail as program
+  from tandem.agents.ail import learner as ail_learner
+  from tandem.agents.core import checkpointing
+  from tandem.agents.runtime import counting
+  from tandem.launch import ail as program
   cfg, rd = _ail_run_dir(tmp_path, demos)
   counting.Counter(rd.counter).save()
   plan = ail_learner.plan_record(cfg.ail)

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from agents.common import environments
-from agents.mpo.config import ConfigError
-from configs import mpo as named
-from launch import config as config_lib
+from tandem.agents.envs import environments
+from tandem.agents.mpo.config import ConfigError
+from tandem.configs import mpo as named
+from tandem.launch import config as config_lib
 
 
 def test_every_named_config_builds_and_names_a_known_task():
@@ -62,7 +62,7 @@ def test_train_config_rejects(field, value):
 def test_a_budget_too_small_for_one_learner_call_is_refused():
   # cartpole: 8 SGD steps of 256 per call; 10 env steps past the minimum
   # let the limiter release 10·48 + 1000 = 1480 rows, never a 2048-row call.
-  from configs import mpo as named_mpo
+  from tandem.configs import mpo as named_mpo
   cartpole = named_mpo.cartpole()
   with pytest.raises(ConfigError, match='TrainConfig.env_step_budget.*2048.*'
                      '1480'):
@@ -74,7 +74,7 @@ def test_a_budget_too_small_for_one_learner_call_is_refused():
 def test_an_adversarial_round_samples_its_discriminator_steps_first():
   # The first generator call comes after a round's discriminator steps:
   # tiny needs 2·32 + 2·32 = 128 rows; a budget of 65 releases 108.
-  from configs import ail as named_ail
+  from tandem.configs import ail as named_ail
   tiny = named_ail.tiny()
   need = (tiny.ail.discriminator_steps_per_round * tiny.ail.batch_size +
           tiny.mpo.sgd_steps_per_call * tiny.mpo.batch_size)
@@ -118,7 +118,7 @@ def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
   # configs/mpo.py's _learner moved to 'next' and epsilon_mean 0.01 with a
   # measurement behind each; the adversarial configs share _learner but their
   # learning checks ran with 'current' and 0.0025, which they must keep.
-  from configs import ail as ail_named
+  from tandem.configs import ail as ail_named
   for name in ('cartpole', 'make_run', 'walker', 'walker_stand'):
     m = getattr(named, name)().mpo
     assert (m.estep_states, m.epsilon_mean, m.critic_type) == (

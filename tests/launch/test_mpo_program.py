@@ -1,8 +1,8 @@
 """Program wiring: groups, and which nodes may see an accelerator."""
 
-from configs import mpo as named
-from launch import config as config_lib
-from launch import mpo
+from tandem.configs import mpo as named
+from tandem.launch import config as config_lib
+from tandem.launch import mpo
 
 
 def test_cpu_only_groups_hide_accelerators_and_learner_does_not():

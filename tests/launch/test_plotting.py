@@ -1,7 +1,7 @@
 """`tandem plot` writes a learning curve from a run's logs."""
 
-from agents.common import logs
-from launch import cli
+from tandem.agents.runtime import logs
+from tandem.launch import cli
 
 
 def test_plot_writes_png_and_rejects_non_runs(tmp_path, capsys):

@@ -8,10 +8,10 @@ import jax
 import numpy as np
 import pytest
 
-from agents.mpo import actor as actor_lib
-from agents.mpo import networks
-from agents.mpo import numpy_policy
-from agents.mpo.config import MPOConfig
+from tandem.agents.mpo import actor as actor_lib
+from tandem.agents.mpo import networks
+from tandem.agents.mpo import numpy_policy
+from tandem.agents.mpo.config import MPOConfig
 
 CFG = MPOConfig()
 SCALES = dict(init_scale=CFG.policy_init_scale,

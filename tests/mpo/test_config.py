@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.mpo import config
+from tandem.agents.mpo import config
 
 BAD = [
     ('epsilon', 0.0, 'MPOConfig.epsilon'),
@@ -133,7 +133,7 @@ def test_init_and_clipping_default_to_the_behaviour_before_they_existed():
 def test_resume_refuses_a_changed_init_clip_mode_or_policy_mean(path, value):
   # They change what the checkpoint's run means (and `grad_clip_mode` the
   # optimizer state's structure), so they are not RESUMABLE_FIELDS.
-  from launch import config as launch_config
+  from tandem.launch import config as launch_config
   old = launch_config.TrainConfig()
   new = launch_config.apply_overrides(old, {path: value})
   assert path not in launch_config.RESUMABLE_FIELDS

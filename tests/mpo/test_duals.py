@@ -9,9 +9,9 @@ import numpy as np
 import optax
 import pytest
 
-from agents.mpo import config
-from agents.mpo import duals
-from agents.mpo import losses
+from tandem.agents.mpo import config
+from tandem.agents.mpo import duals
+from tandem.agents.mpo import losses
 
 
 def _q(n=20, b=64, seed=0, scale=3.0):

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.common import checkpointing
-from agents.mpo import config
-from agents.mpo import duals as duals_lib
-from agents.mpo import learner
-from agents.mpo import losses
+from tandem.agents.core import checkpointing
+from tandem.agents.mpo import config
+from tandem.agents.mpo import duals as duals_lib
+from tandem.agents.mpo import learner
+from tandem.agents.mpo import losses
 
 DIMS = learner.Dims(observation=5, action=2)
 SMALL = dict(policy_layers=(32, 32), critic_layers=(32, 32), batch_size=16,
@@ -210,7 +210,7 @@ def _critic_calls(cfg, state, batch):
   """The target/online critic evaluations sgd_step traces, with the number
   of (state, action) pairs each one scores (a mixture critic's mean goes
   through apply_critic_distribution, so that is counted once, not twice)."""
-  from agents.mpo import networks
+  from tandem.agents.mpo import networks
   calls = []
   real_q, real_z = networks.apply_critic, networks.apply_critic_distribution
   depth = [0]
@@ -393,7 +393,7 @@ def test_metrics_log_the_kl_bounds_used(per_dim):
 @pytest.mark.parametrize('per_dim', [True, False])
 def test_the_alphas_are_stepped_on_the_bounds_logged(per_dim, monkeypatch):
   # What update_alphas receives, not only what the log says.
-  from agents.mpo import duals as duals_lib
+  from tandem.agents.mpo import duals as duals_lib
   seen = []
   real = duals_lib.update_alphas
 
@@ -415,7 +415,7 @@ def test_policy_loss_is_the_papers_sum_with_the_action_penalty_term():
   # loss_policy = CE(w) + CE(w_penalty) + Σ α·KL (Abdolmaleki et al.
   # 2018b; Acme sums the two weights, the same since CE is linear in them),
   # rebuilt here from the step's own E-step inputs.
-  from agents.mpo import duals as duals_lib
+  from tandem.agents.mpo import duals as duals_lib
   cfg = _cfg(action_penalization=True)
   state = learner.init(cfg, DIMS, 0)
   # The online policy a step away from the target, so the KL terms count.
@@ -476,7 +476,7 @@ def test_mog_bootstrap_uses_the_scalar_critics_action_samples_and_q_is_the_mean(
   e_m = learner.estep_inputs(cfg_m, state, batch, *keys)
   # Same policy init and keys: the same bootstrap actions whatever the head.
   np.testing.assert_array_equal(e_m.actions, e_s.actions)
-  from agents.mpo import networks
+  from tandem.agents.mpo import networks
   tile = lambda o: jnp.broadcast_to(o, (cfg_m.num_samples,) + o.shape)
   z = networks.apply_critic_distribution(
       state.target_critic, tile(batch.next_observation), e_m.actions,
@@ -509,7 +509,7 @@ def test_mog_critic_learns_a_two_valued_return():
                           jnp.zeros((k, b), jnp.float32), f(DIMS.observation))
     state, m = update(state, batch)
     assert bool(m['finite'])
-  from agents.mpo import networks
+  from tandem.agents.mpo import networks
   obs = jnp.asarray(rng.normal(size=(256, DIMS.observation)), jnp.float32)
   act = jnp.asarray(rng.uniform(-1, 1, size=(256, DIMS.action)), jnp.float32)
   z = networks.apply_critic_distribution(state.critic, obs, act,

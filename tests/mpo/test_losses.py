@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.mpo import losses
-from agents.mpo import networks
+from tandem.agents.mpo import losses
+from tandem.agents.mpo import networks
 
 
 def test_estep_weights_hand_computed():

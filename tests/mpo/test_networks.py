@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.mpo import config
-from agents.mpo import learner
-from agents.mpo import networks
+from tandem.agents.mpo import config
+from tandem.agents.mpo import learner
+from tandem.agents.mpo import networks
 
 # numpy 2 renamed trapz to trapezoid and later removed trapz; the accelerator
 # image runs numpy 2.

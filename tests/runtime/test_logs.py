@@ -1,0 +1,76 @@
+"""Log rows carry global counts and survive a resume."""
+
+import os
+
+import pytest
+
+from tandem.agents.runtime import logs
+
+
+def test_rows_need_global_counts_and_append_on_resume(tmp_path):
+  lg = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  with pytest.raises(ValueError, match='env_steps'):
+    lg.write({'learner_steps': 1, 'loss': 0.5})
+  lg.write({'env_steps': 10, 'learner_steps': 1, 'loss': 0.5})
+  again = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  again.write({'env_steps': 20, 'learner_steps': 2, 'loss': 0.25})
+  rows = logs.read_csv(lg.path)
+  assert [r['env_steps'] for r in rows] == [10, 20]
+  assert [r['loss'] for r in rows] == [0.5, 0.25]
+
+
+def _row(env, learner, loss):
+  return {'env_steps': env, 'learner_steps': learner, 'loss': loss}
+
+
+def test_a_torn_last_line_is_set_aside_not_run_into(tmp_path):
+  # A write cut short leaves a last line without its line end; the next
+  # launch's first row must not be appended onto it.
+  lg = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  lg.write(_row(10, 1, 0.5))
+  with open(lg.path, 'a') as f:
+    f.write('20,2,0.2')  # torn: no line end
+  again = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  again.write(_row(30, 3, 0.25))
+  rows = logs.read_csv(lg.path)
+  assert [(r['env_steps'], r['learner_steps']) for r in rows] == [(10, 1),
+                                                                 (30, 3)]
+  torn = tmp_path / 'discarded' / 'torn' / 'learner.csv'
+  assert torn.read_text() == '20,2,0.2\n'
+
+
+def test_a_torn_header_starts_the_file_afresh(tmp_path):
+  path = tmp_path / 'evaluator.csv'
+  path.write_text('env_steps,learn')
+  lg = logs.Logger(str(tmp_path), 'evaluator', tensorboard=False)
+  lg.write(_row(5, 0, 1.0))
+  rows = logs.read_csv(lg.path)
+  assert len(rows) == 1 and rows[0]['env_steps'] == 5
+  assert rows[0]['loss'] == 1.0
+  assert ((tmp_path / 'discarded' / 'torn' / 'evaluator.csv').read_text()
+          == 'env_steps,learn\n')
+
+
+def test_complete_files_are_left_byte_for_byte(tmp_path):
+  lg = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  for i in range(3):
+    lg.write(_row(10 * i, i, 0.1 * i))
+  before = open(lg.path, 'rb').read()
+  logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  assert open(lg.path, 'rb').read() == before
+  assert not (tmp_path / 'discarded').exists()
+
+
+def test_a_row_cut_between_cr_and_lf_is_whole_and_kept(tmp_path):
+  lg = logs.Logger(str(tmp_path), 'learner', tensorboard=False)
+  lg.write(_row(10, 1, 0.5))
+  with open(lg.path, 'rb+') as f:
+    f.seek(-1, os.SEEK_END)
+    assert f.read(1) == b'\n'  # csv ends rows with \r\n
+    f.seek(-1, os.SEEK_END)
+    f.truncate()
+  logs.Logger(str(tmp_path), 'learner', tensorboard=False).write(
+      _row(20, 2, 0.25))
+  rows = logs.read_csv(lg.path)
+  assert [r['env_steps'] for r in rows] == [10, 20]
+  assert not (tmp_path / 'discarded').exists()
