@@ -1,12 +1,14 @@
 # `make run`  - the main job: distributed MPO (local_mp) on dm_control cartpole:swingup.
 # `make test` - the default test suite.
+# `make lint` - ruff and the import contract (pyproject.toml); CI runs it.
 # Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LINT_STAMP := $(VENV)/.lint-installed
 
-.PHONY: run test test-slow venv bench clean-venv
+.PHONY: run test test-slow lint venv bench clean-venv
 
 venv: $(STAMP)
 
@@ -35,6 +37,16 @@ test: venv
 
 test-slow: venv
 	$(PY) -m pytest -q -m slow tests
+
+# The lint tools join .venv (requirements-lint.lock adds packages, changes no
+# pin): the import contract needs the installed `tandem` to find its modules.
+$(LINT_STAMP): $(STAMP) requirements-lint.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
+	@touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check --no-cache agents launch configs tests bench
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: venv
 	$(PY) bench/learner.py && $(PY) bench/learner_parts.py && $(PY) bench/duals.py && $(PY) bench/actor.py && $(PY) bench/program.py

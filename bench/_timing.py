@@ -16,10 +16,9 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import _checkout  # noqa: F401  (binds `tandem` to this checkout)
+import jax
+import numpy as np
 
 # Task name -> (observation dim, action dim), as the dm_control tasks give them.
 TASK_SHAPES = {
@@ -66,7 +65,7 @@ def environment_lines() -> list[str]:
 
 def environment_json() -> dict:
   try:
-    import optax  # pylint: disable=g-import-not-at-top
+    import optax
     optax_version = optax.__version__
   except Exception:  # pragma: no cover
     optax_version = None

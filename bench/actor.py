@@ -19,6 +19,7 @@ machine noise hits all alike; each ratio is the median of per-round ratios. Ends
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -26,21 +27,22 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
 os.environ.setdefault('MUJOCO_GL', 'disable')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 # As the program sets for actor processes (launch/mpo.py): one BLAS thread,
 # since a second one spin-waits after every matrix-vector product.
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
+import _checkout  # noqa: F401  (binds `tandem` to this checkout)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from tandem.agents.envs import environments  # noqa: E402
-from tandem.agents.replay import replay  # noqa: E402
-from tandem.agents.nodes import acting  # noqa: E402
-from tandem.agents.mpo import actor as actor_lib  # noqa: E402
-from tandem.agents.mpo.config import MPOConfig  # noqa: E402
-from tandem.launch.config import TrainConfig  # noqa: E402
+from tandem.agents.envs import environments
+from tandem.agents.replay import adders
+from tandem.agents.replay import layouts
+from tandem.agents.nodes import acting
+from tandem.agents.mpo import actor as actor_lib
+from tandem.agents.mpo.config import MPOConfig
+from tandem.launch.config import TrainConfig
 
 TASKS = {'cartpole_swingup': 'cartpole:swingup', 'walker_walk': 'walker:walk'}
 
@@ -67,24 +69,24 @@ def actor_rate(name: str, seconds: float, address: str, params,
   envs = [environments.make_environment(name, seed=2 + k)
           for k in range(envs_per_actor)]
   layout = _layout(envs[0])
-  adders = [replay.make_adder(address, layout, n_step=cfg.n_step,
-                              discount=cfg.discount) for _ in envs]
+  writers = [adders.make_adder(address, layout, n_step=cfg.n_step,
+                               discount=cfg.discount) for _ in envs]
   actor = actor_lib.Actor(cfg, params, seed=0, variable_source=lambda: params,
                           update_period=100)
-  group = acting.EnvGroup(envs, actor, adders)
+  group = acting.EnvGroup(envs, actor, writers)
   steps, start = 0, time.perf_counter()
   while time.perf_counter() - start < seconds:
     group.step()
     steps += envs_per_actor
   rate = steps / (time.perf_counter() - start)
-  for adder in adders:
-    adder.close()
+  for writer in writers:
+    writer.close()
   return rate
 
 
-def _layout(env) -> replay.TransitionLayout:
+def _layout(env) -> layouts.TransitionLayout:
   dims = environments.env_dims(env)
-  return replay.TransitionLayout(dims.observation_dim, dims.action_dim)
+  return layouts.TransitionLayout(dims.observation, dims.action)
 
 
 def _initial_params(env):
@@ -92,8 +94,7 @@ def _initial_params(env):
   import jax
   from tandem.agents.mpo import learner as learner_lib
   dims = environments.env_dims(env)
-  state = learner_lib.init(MPOConfig(), learner_lib.Dims(
-      dims.observation_dim, dims.action_dim), 0)
+  state = learner_lib.init(MPOConfig(), dims, 0)
   return jax.device_get(state.policy)
 
 
@@ -103,7 +104,7 @@ def _serve(task: str, conn) -> None:
   processes in the program do not either)."""
   import reverb
   env = environments.make_environment(TASKS[task], seed=0)
-  table = replay.make_table(_layout(env), max_size=200_000, min_size=1,
+  table = layouts.make_table(_layout(env), max_size=200_000, min_size=1,
                             samples_per_insert=1.0, error_buffer=1e9)
   server = reverb.Server([table])
   conn.send((server.port, _initial_params(env)))
@@ -130,7 +131,7 @@ def main():
     if args.server == 'inprocess':
       import reverb
       env = environments.make_environment(name, seed=0)
-      server = reverb.Server([replay.make_table(
+      server = reverb.Server([layouts.make_table(
           _layout(env), max_size=200_000, min_size=1, samples_per_insert=1.0,
           error_buffer=1e9)])
       port, params, stop = server.port, _initial_params(env), server.stop
@@ -141,14 +142,17 @@ def main():
       proc = ctx.Process(target=_serve, args=(task, child), daemon=True)
       proc.start()
       port, params = parent.recv()
-      stop = lambda: (parent.send('stop'), proc.join(10))
+      stop = lambda parent=parent, proc=proc: (parent.send('stop'),
+                                               proc.join(10))
     address = f'localhost:{port}'
     actor_rate(name, 1.0, address, params, k)  # warm up
     rates = {'raw': [], 'k': [], '1': []}
     measure = {
-        'raw': lambda: raw_rate(name, args.seconds),
-        'k': lambda: actor_rate(name, args.seconds, address, params, k),
-        '1': lambda: actor_rate(name, args.seconds, address, params, 1)}
+        'raw': functools.partial(raw_rate, name, args.seconds),
+        'k': functools.partial(actor_rate, name, args.seconds, address,
+                               params, k),
+        '1': functools.partial(actor_rate, name, args.seconds, address,
+                               params, 1)}
     for i in range(args.rounds):
       # The order reversed every other round: a load that drifts within a
       # round then biases the ratios both ways, not one.

@@ -43,7 +43,7 @@ import argparse
 import sys
 import time
 
-import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout
 
 import jax
 import numpy as np

@@ -37,10 +37,10 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
+from _checkout import REPO_ROOT  # binds `tandem` to this checkout
 
-from tandem.agents.runtime import logs  # noqa: E402
-import _cells  # noqa: E402  (bench/_cells.py)
+from tandem.agents.runtime import logs
+import _cells  # bench/_cells.py
 
 KINDS = ('gail', 'airl')
 FRACTIONS = (0.5, 0.9)

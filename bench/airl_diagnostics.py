@@ -1,6 +1,6 @@
 """AIRL's discriminator and generator at one learner checkpoint, on the
 expert's transitions and on sampled episodes of the checkpoint's policy: the
-diagnostic behind BENCHMARKS.md's "AIRL: why it did not learn" tables.
+diagnostic behind BENCHMARKS.md's AIRL tables (Adversarial imitation).
 
     python bench/airl_diagnostics.py RUN_DIR [--checkpoint PATH]
         [--demos FILE.npz] [--episodes 1] [--seed 5]
@@ -33,19 +33,19 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
+from _checkout import REPO_ROOT  # binds `tandem` to this checkout
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-from tandem.agents.ail import demonstrations  # noqa: E402
-from tandem.agents.ail import discriminator as disc  # noqa: E402
-from tandem.agents.ail import learner as ail_learner  # noqa: E402
-from tandem.agents.core import checkpointing  # noqa: E402
-from tandem.agents.mpo import learner as mpo_learner  # noqa: E402
-from tandem.launch import ail as launch_ail  # noqa: E402
-from tandem.launch import config as launch_config  # noqa: E402
+from tandem.agents.ail import demonstrations
+from tandem.agents.ail import discriminator as disc
+from tandem.agents.ail import learner as ail_learner
+from tandem.agents.core import checkpointing
+from tandem.agents.mpo import learner as mpo_learner
+from tandem.launch import ail as launch_ail
+from tandem.launch import config as launch_config
 
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))

@@ -1,7 +1,7 @@
-"""The dual-optimisation study (issue 10, item 4): every (strategy, seed)
-cell of an MPO task, then a table of how well and how fast each strategy
-learns, with a paired comparison against the reference (`adam1`, or the
-strategy --reference names).
+"""The dual-optimisation study: every (strategy, seed) cell of an MPO task,
+then a table of how well and how fast each strategy learns, with a paired
+comparison against the reference (`adam1`, or the strategy --reference
+names).
 
     python bench/dual_study.py run [--config configs/mpo.py:make_run]
         [--task_label cartpole:swingup] [--strategies adam1,adam10,...]
@@ -21,12 +21,11 @@ of the named config's dual defaults cannot change what a strategy means):
   exact_before  the exact temperature solve, E-step weighted with the
                 temperature from before the update
   exact_after   the exact solve, weighted with the solved temperature
-Each of those improves the policy at s (estep_states=current, as the
-study began; the named MPO configs now use 'next') from Tandem's initial
-weights (init=tandem). Eleven more
+Each of those improves the policy at s (estep_states=current; the named MPO
+configs use 'next') from Tandem's initial weights (init=tandem). Fourteen more
 strategies keep the reference's dual optimisation and change one or two other
-fields, for choosing defaults (issue 10, items 2, 3 and 5) or testing a
-finding; run them with --strategies:
+fields, for choosing defaults or testing a finding; run them with
+--strategies:
   adam1_next               one sample set at s' serves the bootstrap and
                            the E-step (half the critic work)
   adam1_current_and_next   the E-step at s and at s' (Acme's JAX MPO)
@@ -52,9 +51,16 @@ finding; run them with --strategies:
   adam1_next_scale03       adam1_next with the policy's initial stddev
                            at 0.3 (0.5 elsewhere)
   adam1_next_scale07       the same at 0.7 (Acme's network default)
+  adam1_next_epsmean01     adam1_next with epsilon_mean 0.01 (Acme's
+                           published control-suite baseline; the named
+                           configs' value)
+  adam1_next_mog           adam1_next with Acme's mixture-of-Gaussians
+                           critic (16 return samples per action)
+  adam1_next_epsmean01_target  adam1_next_epsmean01, acting with the
+                           target policy as Acme's MPO does
 
 `run` trains the cells one at a time, strategy-major, each as
-`python -m launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
+`python -m tandem.launch.cli train --config CONFIG --runs_root RUNS_ROOT --name
 <strategy>_s<seed> --seed=<seed> --env_step_budget=BUDGET <overrides>`
 from the repo root, its output streamed to the terminal and appended to
 RUNS_ROOT/<strategy>_s<seed>.log. It is resumable: a cell whose run
@@ -97,12 +103,12 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
+from _checkout import REPO_ROOT  # binds `tandem` to this checkout
 
-from tandem.agents.runtime import logs  # noqa: E402
-import _cells  # noqa: E402  (bench/_cells.py)
-from tandem.agents.mpo.config import ConfigError  # noqa: E402
-from tandem.launch import config as config_lib  # noqa: E402
+from tandem.agents.runtime import logs
+import _cells  # bench/_cells.py
+from tandem.agents.core.fields import ConfigError
+from tandem.launch import config as config_lib
 
 REFERENCE = 'adam1'
 # The dual learning rates every strategy uses (DualConfig's default, Acme's
@@ -134,13 +140,13 @@ STRATEGIES = {
                     'solver': 'exact',
                     'temperature_for_weights': 'after_update'},
 }
-DUAL_STRATEGIES = tuple(STRATEGIES)  # the issue's grid: `run`'s default
+DUAL_STRATEGIES = tuple(STRATEGIES)  # the core strategies: `run`'s default
 # strategy -> the MPOConfig fields outside the duals that the study varies,
 # pinned for every strategy like the dual fields are (a later change of a
 # named config's default must not change what a cell means).
 # The network learning rates and their schedules, the number of action
-# samples and the policy's initial stddev are pinned at the values every
-# cell before adam1_next_cosine ran with.
+# samples and the policy's initial stddev are pinned at the named configs'
+# values, which the opt-in strategies below vary one at a time.
 _MPO_DEFAULTS = {'estep_states': 'current', 'init': 'tandem',
                  'policy_mean': 'linear',
                  'policy_optimizer.learning_rate': '0.0003',
@@ -159,9 +165,10 @@ for _where in ('next', 'current_and_next'):
 STRATEGIES['adam1_acme_init'] = STRATEGIES['adam1']
 MPO_FIELDS['adam1_acme_init'] = dict(_MPO_DEFAULTS, init='acme')
 # One Adam step started where the exact solve and ten Adam steps spend
-# their first 10k cartpole env steps (median temperature 0.03-0.05, against
-# ~2 for one Adam step from 10): tells whether those strategies' wider
-# spread comes from their greedy early E-steps or from holding the bound.
+# their first 10k cartpole env steps, far below where one Adam step from 10
+# is then (BENCHMARKS.md, Dual strategies): tells whether those strategies'
+# wider spread comes from their greedy early E-steps or from holding the
+# bound.
 # Only η moves: the action penalty's temperature keeps adam1's start.
 STRATEGIES['adam1_cold'] = dict(STRATEGIES['adam1'], init_temperature='0.03',
                                 init_penalty_temperature='10.0')
@@ -181,12 +188,13 @@ def _next_variant(name: str, mpo: dict | None = None,
 
 
 # 'next' with the learner time it saves spent on more SGD steps per env
-# step: its step is 1.63-1.79x faster than 'current' (bench/learner.py), so 64
-# samples per insert cost ~0.8x the learner time of 'current' at 48.
+# step: its step is about 1.7x faster than 'current' (BENCHMARKS.md, Learner
+# speed), so 64 samples per insert cost ~0.8x the learner time of 'current'
+# at 48.
 _next_variant('adam1_next_spi64', train={'samples_per_insert': '64.0'})
 # 'next' with the network learning rates annealed to a tenth by the budget:
 # asks whether a policy settled by a decaying rate ends above the default's
-# plateau (824-865 over eight runs). It did not (BENCHMARKS.md).
+# plateau. It ends no higher (BENCHMARKS.md, Dual strategies).
 # The horizon is 100k x 48 / 256 = 18750; make_run's limiter pays for 1%
 # fewer (18562: replay_min_size's env steps buy none). `run` refuses the
 # strategy where config and budget give a count further off than 2%
@@ -199,25 +207,25 @@ _next_variant('adam1_next_cosine', mpo={
 # 'next' with the critic work it saves spent on twice the action samples per
 # state (40 at s' instead of 20 at s and 20 at s'): the same target-critic
 # evaluations per step as 'current', a less noisy E-step and bootstrap. It
-# ended lower on all five seeds (BENCHMARKS.md), so half the samples (10)
-# asks whether the count moves the plateau the other way.
+# ends lower (BENCHMARKS.md, Dual strategies), so half the samples (10) asks
+# whether the count moves the plateau the other way.
 for _n in (10, 40):
   _next_variant(f'adam1_next_n{_n}', mpo={'num_samples': str(_n)})
 # 'next' with both network learning rates doubled. The default's runs first
-# evaluate >= 700 at 50-80k of the 100k env steps, and 1e-4 -> 3e-4 moved
-# the final return from 426 to ~850: asks whether learning is still
-# rate-limited. It swung up sooner and ended no higher (BENCHMARKS.md).
+# evaluate >= 700 late in the 100k env steps, and Acme's 1e-4 learns far
+# less in them than 3e-4: asks whether learning is still rate-limited. It
+# swings up sooner and ends no higher (BENCHMARKS.md, Dual strategies).
 _next_variant('adam1_next_lr6e4', mpo={
     f'{net}_optimizer.learning_rate': '0.0006'
     for net in ('policy', 'critic')})
 # 'next' with the policy's initial stddev at 0.3, not 0.5. The stddev hardly
-# moves in 100k env steps (α_stddev starts at 1000: 0.47-0.51 at the end),
-# so it sets the actors' noise for the whole run while the evaluator acts
-# with the mean: asks whether less noise refines the swung-up policy more.
-# It delayed the swing-up instead (BENCHMARKS.md).
-# So the other way: 0.7, the default of Acme's make_control_networks. It
-# swung up sooner on six seeds of eight and not in time on two (631 / 644):
-# no higher median, a wider spread (BENCHMARKS.md).
+# moves in 100k env steps (α_stddev starts at 1000), so it sets the actors'
+# noise for the whole run while the evaluator acts with the mean: asks
+# whether less noise refines the swung-up policy more. It delays the
+# swing-up instead (BENCHMARKS.md, Dual strategies).
+# And the other way: 0.7, the default of Acme's make_control_networks. It
+# swings up sooner on most seeds and misses the swing-up on others: no
+# higher median, a wider spread (same section).
 for _name, _scale in (('adam1_next_scale03', '0.3'),
                       ('adam1_next_scale07', '0.7')):
   _next_variant(_name, mpo={'policy_init_scale': _scale})
@@ -227,22 +235,21 @@ for _name, _scale in (('adam1_next_scale03', '0.3'),
 # per action dimension; on cartpole's one dimension Tandem's per-dimension
 # convention gives the same bound). Asks whether a mean held to a tighter
 # trust region than the reference's baseline is what keeps the plateau low.
-# It ended at the default's median (851 over seeds 0-7) with its lowest seed
-# at 833 (764 for the default) and a larger area under the curve on 6 of 8
-# seeds, and on walker_stand no worse: configs/mpo.py's named configs now
-# use it (BENCHMARKS.md).
+# It ends at the default's median with a higher lowest seed and a larger
+# area under the curve, and no worse on walker_stand, so configs/mpo.py's
+# named configs use it (BENCHMARKS.md, Dual strategies).
 _next_variant('adam1_next_epsmean01', mpo={'epsilon_mean': '0.01'})
 # 'next' with the mixture-of-Gaussians critic, Acme's MPOConfig default
 # (5 components, initial stddev 1e-3), which the published baseline above
 # swaps for a scalar critic: asks whether a distributional critic lifts the
-# plateau. 16 return samples per bootstrap action, not Acme's 128: at 128
-# the learner step took 5x scalar 'next''s on this 2-core CPU, at 16 1.25x
-# (bench/learner.py --mog, side by side). It learned later than the scalar
-# critic (median 762 over seeds 0-4, two seeds never swung up), so the named
-# configs keep the scalar critic (BENCHMARKS.md).
+# plateau. 16 return samples per bootstrap action, not Acme's 128: 128 makes
+# the learner step several times scalar 'next''s on a 2-core CPU, 16 only a
+# little dearer (bench/learner.py --mog; BENCHMARKS.md, Learner speed). It
+# learns later than the scalar critic, so the named configs keep the scalar
+# critic (BENCHMARKS.md, Dual strategies).
 _next_variant('adam1_next_mog', mpo={'critic_type': 'mog',
                                      'mog_num_value_samples': '16'})
-# Today's named configs ('next', epsilon_mean 0.01) with the actors and the
+# The named configs' learner ('next', epsilon_mean 0.01) with the actors and the
 # evaluator acting with the target policy, as Acme's MPO does (it serves its
 # target params): asks whether behaviour that moves only with the target,
 # the policy the E-step samples from and the KL bounds are measured
@@ -310,10 +317,11 @@ def resolve_config_spec(spec: str) -> str:
 
 def load_base_config(spec: str):
   """The named TrainConfig the cells start from."""
-  from tandem.launch import cli
+  from tandem.launch import errors
+  from tandem.launch import resolve
   try:
-    return cli.load_named_config(spec)
-  except cli.UsageError as e:
+    return resolve.load_named_config(spec)
+  except errors.UsageError as e:
     raise SystemExit(f'dual_study: {e}') from e
 
 
@@ -615,7 +623,7 @@ def make_record(strategy: str, seed: int, final: dict, recorded: dict,
 
 def store_record(path: str, record: dict) -> bool:
   """_cells.store_record: never overwrites another run's record. A record
-  of this same run written before commits were kept (no learner 'code') is
+  of this same run without the commits it ran (no learner 'code') is
   brought up to date rather than taken for another run."""
   try:
     with open(path) as f:
@@ -645,7 +653,7 @@ def read_record(path: str, strategy: str, seed: int) -> tuple:
     learner = dict(rec['learner'])
     learner['temperature'] = [(int(s), float(t))
                               for s, t in learner['temperature']]
-    # Records written before commits were kept have none: unknown.
+    # A record without the commits it ran: unknown.
     learner['code'] = [str(c) for c in learner.get('code') or []]
     for key in ('mean_abs_temperature_dual_residual', 'mean_kl_q_rel',
                 'final_temperature'):
@@ -1119,14 +1127,14 @@ def horizon_mismatch(base, strategy: str, budget: int):
   batch_size, what the rate limiter pays for) differs by more than
   HORIZON_TOLERANCE, its schedule would end early or far from done, which
   is another experiment."""
-  from tandem.launch import cli
+  from tandem.launch import notes
   pinned = MPO_FIELDS[strategy].get('schedule_horizon')
   if pinned is None or pinned == _MPO_DEFAULTS['schedule_horizon']:
     return None
   # The study's --budget overrides the config's.
   cfg = dataclasses.replace(expected_config(base, strategy, 0),
                             env_step_budget=budget)
-  steps = cli.expected_updates(cfg)['mpo']
+  steps = notes.expected_updates(cfg)['mpo']
   if abs(int(pinned) - steps) <= HORIZON_TOLERANCE * steps:
     return None
   return (f'{strategy} anneals over {pinned} learner steps, but '

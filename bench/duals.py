@@ -10,7 +10,7 @@ rotates between rounds), so machine noise hits all strategies alike. A
 strategy's ratio is the median over rounds of (its time per step / the
 baseline's time per step in the same round).
 
-Targets (issue): ratio_num_steps_10 <= 1.10, ratio_exact <= 1.15. PASS/FAIL
+Targets: ratio_num_steps_10 <= 1.10, ratio_exact <= 1.15. PASS/FAIL
 is printed; the exit status is 0 either way (1 only if TensorFlow, Reverb or
 Launchpad got imported). --profile adds XLA cost analysis of each compiled
 update and timings of the temperature update alone. The last line printed is
@@ -23,7 +23,7 @@ import argparse
 import sys
 import time
 
-import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout
 
 import jax
 import jax.numpy as jnp

@@ -48,7 +48,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import _timing  # binds `tandem` to this checkout  # pylint: disable=g-bad-import-order
+import _timing  # binds `tandem` to this checkout
 
 import jax
 import jax.numpy as jnp
@@ -122,7 +122,7 @@ def part_runners(args, obs_dim: int, act_dim: int) -> dict:
   runners['target_policy'] = _timing.Runner(
       _scanned(target_policy), jnp.float32(0), batches)
 
-  critic_opt = learner._critic_opt(cfg)  # pylint: disable=protected-access
+  critic_opt = learner.critic_optimizer(cfg)
 
   def critic_training(carry, b):
     params, opt_state = carry
@@ -133,7 +133,7 @@ def part_runners(args, obs_dim: int, act_dim: int) -> dict:
   runners['critic_training'] = _timing.Runner(
       _scanned(critic_training), (state.critic, state.critic_opt), batches)
 
-  policy_opt = learner._policy_opt(cfg)  # pylint: disable=protected-access
+  policy_opt = learner.policy_optimizer(cfg)
   target_pi = networks.apply_policy(state.target_policy,
                                     batches.next_observation[0], **head)
   weights = jax.nn.softmax(jax.random.normal(k_w, (n, cfg.batch_size)), 0)

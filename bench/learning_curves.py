@@ -17,9 +17,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
-
-from tandem.agents.runtime import logs  # noqa: E402
+import _checkout  # noqa: F401  (binds `tandem` to this checkout)
+from tandem.agents.runtime import logs
 
 
 def main():

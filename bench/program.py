@@ -24,9 +24,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
+from _checkout import REPO_ROOT  # binds `tandem` to this checkout
 
-from tandem.agents.runtime import logs  # noqa: E402
+from tandem.agents.runtime import logs
 
 
 def run(config: str, actors: int, budget: int, root: str) -> dict:

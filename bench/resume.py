@@ -7,7 +7,7 @@ Three measurements, run one after another (on a 2-core machine nothing here
 should overlap with anything else):
 
 1. Replay checkpoint cost. An in-process Reverb server holds the table that
-   `replay.make_table` builds for the run's layout (cartpole: observation 5,
+   `layouts.make_table` builds for the run's layout (cartpole: observation 5,
    action 1, as configs/mpo.py:make_run; `--layouts cartpole walker` adds
    walker's 24/6), with Reverb's DefaultCheckpointer in a temporary folder,
    as the replay node has it. N transitions are inserted as actors write
@@ -51,20 +51,19 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # noqa: E402  (binds `tandem` to this checkout)
+from _checkout import REPO_ROOT  # binds `tandem` to this checkout
 
-import _timing  # noqa: E402  (bench/_timing.py: machine info; imports jax)
-import numpy as np  # noqa: E402
+import _timing  # (bench/_timing.py: machine info; imports jax)
+import numpy as np
 
-from tandem.agents.core import checkpointing  # noqa: E402
-from tandem.agents.runtime import logs  # noqa: E402
-from tandem.agents.replay import replay  # noqa: E402
-
-LAYOUTS = {'cartpole': ('cartpole_swingup', replay.TransitionLayout(5, 1)),
-           'walker': ('walker_walk', replay.TransitionLayout(24, 6))}
+from tandem.agents.core import checkpointing
+from tandem.agents.runtime import logs
+from tandem.agents.replay import layouts
+LAYOUTS = {'cartpole': ('cartpole_swingup', layouts.TransitionLayout(5, 1)),
+           'walker': ('walker_walk', layouts.TransitionLayout(24, 6))}
 # configs/mpo.py:make_run's table (launch/config.py defaults besides).
 MAX_SIZE, MIN_SIZE, SAMPLES_PER_INSERT = 1_000_000, 1_000, 48.0
-CHUNK_LENGTH = 16       # what the actors' writers use (replay._RowAdder)
+CHUNK_LENGTH = 16       # what the actors' writers use (adders._RowAdder)
 FLUSH_EVERY = 1_000
 RUN_NAME = 'tiny_resume'
 PROBE_ROOM = 10_000_000  # inserts the rate limiter lets through beyond n
@@ -93,7 +92,7 @@ def rss_mb() -> float:
 
 def _server(layout, n: int, path: str):
   import reverb
-  table = replay.make_table(
+  table = layouts.make_table(
       layout, max_size=max(MAX_SIZE, n), min_size=MIN_SIZE,
       samples_per_insert=SAMPLES_PER_INSERT,
       # Room for n inserts and the stall probe's, with no sampler.
@@ -105,15 +104,15 @@ def _server(layout, n: int, path: str):
 
 
 def _size(client) -> int:
-  return int(client.server_info()[replay.TABLE].current_size)
+  return int(client.server_info()[layouts.TABLE].current_size)
 
 
 def _insert(client, layout, n: int) -> None:
-  """n rows, one item each, through the C++ writer as replay._RowWriter
+  """n rows, one item each, through the C++ writer as adders._RowWriter
   does; flushed every FLUSH_EVERY rows instead of every 50."""
   from reverb import pybind
   writer = client.trajectory_writer(num_keep_alive_refs=CHUNK_LENGTH)
-  cpp = writer._writer  # pylint: disable=protected-access
+  cpp = writer._writer  # noqa: SLF001  (as adders._RowWriter)
   cpp.ConfigureChunker(0, pybind.ConstantChunkerOptions(
       max_chunk_length=CHUNK_LENGTH, num_keep_alive_refs=CHUNK_LENGTH))
   rng = np.random.default_rng(0)
@@ -123,7 +122,7 @@ def _insert(client, layout, n: int) -> None:
         (min(FLUSH_EVERY, n - done), layout.width)).astype(np.float32)
     for row in block:
       (ref,) = cpp.Append([row])
-      cpp.CreateItem(replay.TABLE, 1.0, [[ref]], [True])
+      cpp.CreateItem(layouts.TABLE, 1.0, [[ref]], [True])
     writer.flush()
     done += len(block)
   writer.close()
@@ -136,7 +135,7 @@ def insert_stall(client, layout) -> dict:
   import threading
   from reverb import pybind
   writer = client.trajectory_writer(num_keep_alive_refs=1)
-  cpp = writer._writer  # pylint: disable=protected-access
+  cpp = writer._writer  # noqa: SLF001  (as adders._RowWriter)
   cpp.ConfigureChunker(0, pybind.ConstantChunkerOptions(
       max_chunk_length=1, num_keep_alive_refs=1))
   row = np.zeros((layout.width,), np.float32)
@@ -146,7 +145,7 @@ def insert_stall(client, layout) -> dict:
     while not done.is_set():
       t = time.perf_counter()
       (ref,) = cpp.Append([row])
-      cpp.CreateItem(replay.TABLE, 1.0, [[ref]], [True])
+      cpp.CreateItem(layouts.TABLE, 1.0, [[ref]], [True])
       writer.flush(timeout_ms=60_000)
       writes.append((t, time.perf_counter()))
 

@@ -2,7 +2,7 @@
 `tandem train-ail --config configs/ail.py:<name> --demos FILE.npz`.
 
 The generator is configs/mpo.py's cartpole learner with the settings its
-adversarial learning checks were measured with: the E-step at s
+adversarial learning checks measure: the E-step at s
 (`estep_states='current'`), `epsilon_mean` 0.0025 and a 60k-step schedule
 horizon, over 150k env steps (`airl_cartpole` also bounds the action
 penalty's KL at 0.1). What changes is the reward (the discriminator's,
@@ -15,11 +15,10 @@ the expert's actions are small LQR corrections (mean |a| 0.12) while the
 agent's carry the policy's exploration noise (stddev ~0.5), so a
 state-action discriminator separates the two by action size in any state and
 its reward says "act like the expert" rather than "reach the expert's
-states". Measured on cartpole:swingup, seed 0 (BENCHMARKS.md): evaluation
-return 26 / 132 / 186 at 10k / 20k / 30k env steps with (s, a) input, against
-181 / 157 / 263 with (s, s'). One seed, and within 60k-70k env steps
-neither input took off: the choice rests on the early returns and the
-argument above, not on a finished comparison.
+states". On cartpole:swingup (s, s') input leads early, but on one seed and
+with neither input taking off within 60k-70k env steps, so the choice rests
+on the argument above more than on a finished comparison (BENCHMARKS.md,
+Adversarial imitation).
 """
 
 import dataclasses
@@ -33,8 +32,8 @@ CONFIGS = ('gail_cartpole', 'airl_cartpole', 'tiny')
 
 # MO-MPO's action-penalty bound for AIRL's generator (see airl_cartpole).
 AIRL_EPSILON_PENALTY = 0.1
-# The generators' mean KL bound: MPOConfig's, with which the adversarial
-# learning checks ran (configs/mpo.py's _learner moved to 0.01 later).
+# The generators' mean KL bound: MPOConfig's, the one the adversarial
+# learning checks measure, not configs/mpo.py's learner's 0.01.
 AIL_EPSILON_MEAN = 0.0025
 
 
@@ -43,10 +42,10 @@ def _cartpole(name: str, ail: AILConfig, **mpo) -> AILTrainConfig:
       name=name, env='cartpole:swingup', num_actors=2,
       env_step_budget=150_000,
       samples_per_insert=mpo_configs.CARTPOLE_SAMPLES_PER_INSERT,
-      # The adversarial learning checks (BENCHMARKS.md) were measured with
-      # the E-step at s and epsilon_mean 0.0025; the MPO configs' 'next' and
-      # 0.01 are unmeasured here.
-      mpo=mpo_configs._learner(**{  # pylint: disable=protected-access
+      # The adversarial learning checks (BENCHMARKS.md, Adversarial
+      # imitation) measure the E-step at s and epsilon_mean 0.0025; the MPO
+      # configs' 'next' and 0.01 are unmeasured for imitation.
+      mpo=mpo_configs.learner(**{
           'schedule_horizon': 60_000, 'estep_states': 'current',
           'epsilon_mean': AIL_EPSILON_MEAN, **mpo}),
       ail=ail)
@@ -68,30 +67,20 @@ def airl_cartpole() -> AILTrainConfig:
   current policy; the generator is rewarded with f.
 
   The action penalty's KL bound is 0.1 (MO-MPO's ε_penalty; 0.001 in MPO
-  and GAIL). At 0.001 the generator's mean drifted beyond the action box
-  (|μ| 2-3.3 on expert states: the critic sees clipped actions, so it is
-  flat out there), expert actions became 8-28 nats less likely than the
-  agent's own, a constant f classified both batches, and the reward
-  carried no signal: seed 0's best was 264 in 150k env steps (44 by 38k
-  with reward 'logit', 296 with (s, a) input). At 0.01 the drift was slower (|μ| 1.45
-  at 60k) and the run no better. At 0.1, seed 0 kept |μ| near 0.9 and the
-  log π gap near 1 nat, f took a shape, and it reached 90% of the expert
-  at 110k env steps (final 833); seed 2 ended at 780 after its mean had
-  drifted to 1.7, seed 1 at 219 with a shaped f. With the penalty alone
-  one seed of three reached 90% within 150k (BENCHMARKS.md, "AIRL: why it
-  did not learn, and the stronger action penalty"). A tanh-bounded mean on top
-  (`mpo.policy_mean='tanh'`) kept |μ| < 1 but learned slower on the two
-  seeds tried (final 756 and 539 against 833 and 780), so the mean stays
-  linear.
+  and GAIL). A smaller bound lets the generator's mean drift beyond the
+  action box, where the critic is flat (it sees clipped actions): expert
+  actions become many nats less likely than the agent's own, a constant f
+  classifies both batches, and the reward carries no signal. At 0.1 the
+  mean stays near the box and f takes a shape, though the penalty alone
+  brings few seeds to 90% of the expert (BENCHMARKS.md, Adversarial
+  imitation). The mean stays linear: a tanh-bounded mean
+  (`mpo.policy_mean='tanh'`) keeps |μ| < 1 but learns slower (same section).
 
   Behaviour cloning of the mean on expert batches (agents/ail/bc.py), its
   weight falling from 1 to 0.1 over 15k generator steps (about 90k env
-  steps) and held there: seeds 2, 1 and 0 reached 90% at 70k, 90k and
-  110k env steps (finals 708, 858 and 821; median 90k to 90%, BENCHMARKS.md,
-  "a floor under the BC weight"). One floor value, 0.1, was tried.
-  Decaying to 0 instead brought only seed 1 to 90% (110k, final 853); seed
-  2 then fell from 775 to 170 after the weight had reached 0, and seed 0
-  ended at 751."""
+  steps) and held there: with it the seeds measured reach 90% of the
+  expert; decaying the weight to 0 instead lets a run collapse once the
+  weight is gone (BENCHMARKS.md, Adversarial imitation)."""
   return _cartpole('airl_cartpole', AILConfig(
       kind='airl', reward='f', input='state_next_state',
       discriminator_steps_per_round=1, generator_steps_per_round=8,

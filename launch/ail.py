@@ -19,18 +19,17 @@ from typing import Optional
 
 from tandem.agents.nodes import ail_acting
 from tandem.agents.ail import learner as ail_learner
-from tandem.agents.nodes.ail_learner_node import AILLearnerNode
+from tandem.agents.nodes import ail_learner_node
 from tandem.agents.mpo import learner as learner_lib
+from tandem.launch import demos
 from tandem.launch import mpo
 from tandem.launch.config import AILTrainConfig
-
-local_resources = mpo.local_resources
-
+from tandem.launch.programs import Program
 
 def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
                   *, segment: int = 1):
   return mpo.build_program(tc, run_dir, resume, segment=segment,
-                           learner_node_cls=AILLearnerNode,
+                           algorithm=ail_learner_node.ail_algorithm,
                            evaluator_node_cls=ail_acting.AILEvaluatorNode,
                            window_steps=True, kind='ail')
 
@@ -59,3 +58,11 @@ def learner_template(tc: AILTrainConfig) -> ail_learner.AILState:
 
 def policy_of(cfg: AILTrainConfig, state: ail_learner.AILState):
   return learner_lib.acting_policy(cfg.mpo, state.generator)
+
+
+PROGRAM = Program(
+    command='train-ail', config_class=AILTrainConfig, build=build_program,
+    learner_template=learner_template, policy_of=policy_of,
+    checkpoint_mismatch=checkpoint_mismatch,
+    local_resources=mpo.local_resources, node_names=mpo.node_names,
+    check_demonstrations=demos.check_for_launch)

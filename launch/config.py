@@ -16,7 +16,8 @@ from typing import Any
 
 from tandem.agents.ail.config import AILConfig
 from tandem.agents.mpo import config as mpo_config
-from tandem.agents.mpo.config import ConfigError, MPOConfig
+from tandem.agents.core.fields import ConfigError
+from tandem.agents.mpo.config import MPOConfig
 
 LAUNCH_TYPES = ('local_mp', 'local_mt')
 
@@ -107,9 +108,6 @@ class TrainConfig:
   # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
   fault_injection_slow_stop_s: float = 0.0
 
-  def rows_to_first_update(self) -> int:
-    return first_update_rows(self.mpo)
-
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
            all(c.isalnum() or c in '-_.' for c in self.name) and
@@ -156,7 +154,11 @@ class TrainConfig:
     # untrained with exit 0.
     allowed = ((self.env_step_budget - self.replay_min_size) *
                float(self.samples_per_insert) + self.replay_error_buffer)
-    need = self.rows_to_first_update()
+    # An adversarial run's ail is read before its own checks: one of the
+    # wrong type is named by them, not by an AttributeError here.
+    ail = getattr(self, 'ail', None)
+    need = first_update_rows(self.mpo,
+                             ail if isinstance(ail, AILConfig) else None)
     _check(allowed >= need, 'env_step_budget',
            f'a budget whose inserts let the learner sample the {need} rows '
            'its first policy update needs ((budget - replay_min_size) · '
@@ -210,14 +212,10 @@ class TrainConfig:
            'fault_injection_actor_crash_after', 'an integer >= 0',
            self.fault_injection_actor_crash_after)
 
-  @property
-  def learner_steps_per_env_step(self) -> float:
-    return self.samples_per_insert / self.mpo.batch_size
-
 
 # Fields a resume may change: how long, how many actors, how often things
 # happen, replay sizing (only with --drop_replay while a replay checkpoint
-# exists: a restored buffer keeps its settings; launch/cli.py). Anything else (the
+# exists: a restored buffer keeps its settings; launch/replay_checks.py). Anything else (the
 # environment, seed, networks, losses, optimizers and their schedules and
 # horizons, n-step, the round structure, the discriminator) would make the
 # resumed run a different run, so `--resume` refuses it (check_resume_overrides).
@@ -232,7 +230,7 @@ RESUMABLE_FIELDS = frozenset({
     'fault_injection_slow_stop_s', 'fault_injection_env_fault_every',
     'replay_checkpoints', 'replay_checkpoint_period_s',
     # The path may move; its contents are held to the run's first file by
-    # sha256 (launch/cli.py: check_demonstrations).
+    # sha256 (launch/demos.py: check_demonstrations).
     'demos'})
 
 
@@ -333,12 +331,6 @@ class AILTrainConfig(TrainConfig):
   name: str = 'ail'
   ail: AILConfig = dataclasses.field(default_factory=AILConfig)
   demos: str = ''
-
-  def rows_to_first_update(self) -> int:
-    # Read before this class's own checks: an ail of the wrong type is
-    # named by them, not by an AttributeError here.
-    return first_update_rows(
-        self.mpo, self.ail if isinstance(self.ail, AILConfig) else None)
 
   def __post_init__(self):
     super().__post_init__()

@@ -14,12 +14,13 @@ from typing import Optional
 
 from tandem.agents.envs import environments
 from tandem.agents.nodes import counter_node
-from tandem.agents.replay import replay
+from tandem.agents.replay import layouts
 from tandem.agents.nodes import replay_node
 from tandem.agents.nodes import acting
 from tandem.agents.mpo import learner as learner_lib
 from tandem.agents.nodes import learner_node
 from tandem.launch.config import TrainConfig
+from tandem.launch.programs import Program
 
 # Actors and evaluator never see an accelerator: JAX would otherwise reserve
 # most of the GPU's memory in every one of their processes. They also get one
@@ -32,29 +33,36 @@ CPU_ONLY = {'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu',
 CPU_GROUPS = ('replay', 'counter', 'actor', 'evaluator', 'limiter')
 
 
+def node_names(num_actors: int) -> list[str]:
+  """The program's nodes, as their crash reports and stop markers name
+  them (`build_program` adds one node per name, in these groups)."""
+  return (['replay', 'counter', 'learner', 'evaluator', 'limiter'] +
+          [f'actor_{i}' for i in range(num_actors)])
+
+
 def env_dims(env_name: str) -> learner_lib.Dims:
   env = environments.make_environment(env_name, seed=0)
   dims = environments.env_dims(env)
   env.close()
-  return learner_lib.Dims(dims.observation_dim, dims.action_dim)
+  return dims
 
 
 def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
                   segment: int = 1,
-                  learner_node_cls=learner_node.LearnerNode,
+                  algorithm=learner_node.mpo_algorithm,
                   evaluator_node_cls=acting.EvaluatorNode,
                   window_steps: bool = False, kind: str = 'mpo'):
   """The program above. The adversarial program (launch/ail.py) is this
-  program with its own learner and evaluator nodes and replay rows that
+  program with its own learner algorithm, evaluator node and replay rows that
   keep every step of the n-step sum (`window_steps`). segment: which launch
   of the run this is (1 first; actors and the evaluator seed from it)."""
   import launchpad as lp
   dims = env_dims(tc.env)
-  layout = replay.layout_for(dims.observation, dims.action, tc.mpo.n_step,
+  layout = layouts.layout_for(dims.observation, dims.action, tc.mpo.n_step,
                              window_steps)
 
   def replay_tables():
-    return [replay.make_table(
+    return [layouts.make_table(
         layout, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
         samples_per_insert=tc.samples_per_insert,
         error_buffer=tc.replay_error_buffer)]
@@ -70,7 +78,8 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
         tc.checkpoint_period_s))
   with program.group('learner'):
     learner = program.add_node(lp.CourierNode(
-        learner_node_cls, tc, dims, replay_h, counter, run_dir, resume))
+        learner_node.LearnerNode, tc, dims, replay_h, counter, run_dir,
+        resume, algorithm=algorithm))
   with program.group('actor'):
     for i in range(tc.num_actors):
       program.add_node(lp.CourierNode(
@@ -112,3 +121,10 @@ def learner_template(tc: TrainConfig) -> learner_lib.LearnerState:
 
 def policy_of(cfg: TrainConfig, state: learner_lib.LearnerState):
   return learner_lib.acting_policy(cfg.mpo, state)
+
+
+PROGRAM = Program(
+    command='train', config_class=TrainConfig, build=build_program,
+    learner_template=learner_template, policy_of=policy_of,
+    checkpoint_mismatch=checkpoint_mismatch, local_resources=local_resources,
+    node_names=node_names)

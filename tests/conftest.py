@@ -23,7 +23,7 @@ def _patient_thread_programs():
   ~5 s to stop while a sampling stream is open, so a loaded machine could
   cross 10 s. A node that never stops still ends the session, later."""
   try:
-    import launchpad.flags  # pylint: disable=unused-import
+    import launchpad.flags  # noqa: F401  (defines the flag set below)
   except ImportError:  # the learner core's tests run without Launchpad
     return
   flags.FLAGS.lp_termination_notice_secs = 120
@@ -38,7 +38,7 @@ def _share_compilations():
   """One XLA compilation cache for the whole test session, this process and
   every process it starts (each `tandem` program's nodes inherit the
   environment). The program tests launch the same small learner a dozen
-  times: on 2 cores its compile was ~9 s of each ~25 s launch. JAX keys an
+  times: on 2 cores its compile is ~9 s of each ~25 s launch. JAX keys an
   entry by the computation, its options, the backend and jax's version,
   and falls back to compiling when an entry cannot be read. The folder is
   the session's own, removed at its end: nothing carries over between
@@ -70,9 +70,9 @@ _COURIER_CLIENTS = []
 def _never_shut_down_courier_clients_from_gc():
   """A Courier client garbage-collected after its program stopped shuts its
   channel down from `__del__` (and its C++ destructor) while holding the
-  GIL, waiting for an RPC whose completion needs the GIL: CI hung twice in
-  test_program_mt with the main thread "Garbage-collecting" inside a Courier
-  call and the learner's handler thread stuck in JAX tracing. Test
+  GIL, waiting for an RPC whose completion needs the GIL: the process hangs
+  (in test_program_mt: its main thread "Garbage-collecting" inside a
+  Courier call, the learner's handler thread stuck in JAX tracing). Test
   processes run several test_mt programs and collect their clients at
   arbitrary moments, so a collected client's C++ half is kept alive instead,
   and the process ends with os._exit once pytest has reported (below),
@@ -114,10 +114,10 @@ def pytest_unconfigure(config):
   # Any Courier client made, not only one collected so far: one still
   # referenced now is collected while the interpreter finalizes, its C++
   # half put in _COURIER_CLIENTS, and clearing that list joins a thread that
-  # never ends (a run of test_ail_program.py alone hung there after
+  # never ends (a run of test_ail_program.py alone hangs there after
   # reporting). Sessions without one (most unit-test runs) exit normally,
   # atexit handlers (coverage) included.
   if _EXIT_STATUS and (_COURIER_CLIENTS or _COURIER_MADE):
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access
+    os._exit(_EXIT_STATUS[-1])

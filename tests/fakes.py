@@ -18,7 +18,7 @@ class _Futures:
       future = concurrent.futures.Future()
       try:
         future.set_result(getattr(self._target, method)(*args, **kwargs))
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         future.set_exception(e)
       return future
     return submit

@@ -114,21 +114,21 @@ def test_environment_spec_matches_the_learner_dims(name):
   dims = environments.env_dims(env)
   env.close()
   assert isinstance(spec, specs.EnvironmentSpec)
-  assert spec.observations.shape == (dims.observation_dim,)
-  assert spec.actions.shape == (dims.action_dim,)
+  assert spec.observations.shape == (dims.observation,)
+  assert spec.actions.shape == (dims.action,)
   np.testing.assert_array_equal(spec.actions.minimum, -1)
   np.testing.assert_array_equal(spec.actions.maximum, 1)
   assert spec.observations.dtype == np.float32
 
 
-def test_readme_acme_snippet_runs(capsys):
+def test_acme_doc_snippet_runs(capsys):
   import os
   import re
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  text = open(os.path.join(root, 'README.md')).read()
+  text = open(os.path.join(root, 'docs', 'acme.md')).read()
   section = text.split("## Using Tandem's parts from Acme", 1)[1]
   code = re.search(r'```python\n(.*?)```', section, re.S).group(1)
-  exec(compile(code, 'README.md', 'exec'), {})  # pylint: disable=exec-used
+  exec(compile(code, 'docs/acme.md', 'exec'), {})
   out = capsys.readouterr().out
   assert "'episodes': 1" in out and "'steps': 1000" in out
 
@@ -136,7 +136,7 @@ def test_readme_acme_snippet_runs(capsys):
 @pytest.mark.parametrize('acting', ['online', 'target'])
 def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path,
                                                                   acting):
-  from tandem.agents.nodes.ail_learner_node import AILLearnerNode
+  from tandem.agents.nodes.ail_learner_node import ail_algorithm
   from tandem.configs import ail as ail_named
   from tandem.launch import ail as ail_program
   from tandem.launch import config as config_lib
@@ -144,8 +144,8 @@ def test_adversarial_learner_node_serves_policy_and_discriminator(tmp_path,
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
   tc = config_lib.apply_overrides(ail_named.tiny(), {
       'demos': demos, 'mpo.acting_policy': acting})
-  node = AILLearnerNode(tc, learner_lib.Dims(5, 1), UncontactedReplay(), None,
-                        str(tmp_path / 'run'))
+  node = LearnerNode(tc, learner_lib.Dims(5, 1), UncontactedReplay(), None,
+                     str(tmp_path / 'run'), algorithm=ail_algorithm)
   assert isinstance(node, core.VariableSource)
   # The generator's online policy one step on from its target.
   state = node.save()

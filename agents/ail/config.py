@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from tandem.agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig, _fail,
-                               _int_at_least, _layers, _non_negative,
-                               _one_of, _optimizer_field, _step_count)
+from tandem.agents.core import fields
+from tandem.agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig,
+                                      optimizer_field)
 
 KINDS = ('gail', 'airl')
 # GAIL (Ho & Ermon 2016) with D = σ(logit) the probability of "expert":
@@ -73,40 +73,40 @@ class AILConfig:
 
   def __post_init__(self):
     o = 'AILConfig'
-    _one_of(o, 'kind', self.kind, KINDS)
-    _one_of(o, 'reward', self.reward, REWARDS[self.kind])
-    _one_of(o, 'input', self.input, INPUTS)
-    object.__setattr__(self, 'layers', _layers(o, 'layers', self.layers))
-    _optimizer_field(o, 'discriminator_optimizer',
+    fields.one_of(o, 'kind', self.kind, KINDS)
+    fields.one_of(o, 'reward', self.reward, REWARDS[self.kind])
+    fields.one_of(o, 'input', self.input, INPUTS)
+    object.__setattr__(self, 'layers', fields.layers(o, 'layers', self.layers))
+    optimizer_field(o, 'discriminator_optimizer',
                      self.discriminator_optimizer, DUAL_OPTIMIZERS)
-    _int_at_least(o, 'batch_size', self.batch_size, 1)
-    _non_negative(o, 'gradient_penalty', self.gradient_penalty)
+    fields.int_at_least(o, 'batch_size', self.batch_size, 1)
+    fields.non_negative(o, 'gradient_penalty', self.gradient_penalty)
     if not isinstance(self.normalize_inputs, bool):
-      _fail(o, 'normalize_inputs', 'true or false', self.normalize_inputs)
+      fields.fail(o, 'normalize_inputs', 'true or false', self.normalize_inputs)
     if not (isinstance(self.normalizer_clip, (int, float)) and
             not isinstance(self.normalizer_clip, bool) and
             math.isfinite(self.normalizer_clip) and self.normalizer_clip > 0):
-      _fail(o, 'normalizer_clip', 'a finite number > 0', self.normalizer_clip)
-    _step_count(o, 'discriminator_steps_per_round',
+      fields.fail(o, 'normalizer_clip', 'a finite number > 0', self.normalizer_clip)
+    fields.step_count(o, 'discriminator_steps_per_round',
                 self.discriminator_steps_per_round)
-    _int_at_least(o, 'discriminator_steps_per_call',
+    fields.int_at_least(o, 'discriminator_steps_per_call',
                   self.discriminator_steps_per_call, 1)
-    _step_count(o, 'generator_steps_per_round',
+    fields.step_count(o, 'generator_steps_per_round',
                 self.generator_steps_per_round)
-    _step_count(o, 'schedule_horizon', self.schedule_horizon)
-    _non_negative(o, 'bc_weight', self.bc_weight)
-    _step_count(o, 'bc_decay_steps', self.bc_decay_steps)
-    _non_negative(o, 'bc_final_weight', self.bc_final_weight)
+    fields.step_count(o, 'schedule_horizon', self.schedule_horizon)
+    fields.non_negative(o, 'bc_weight', self.bc_weight)
+    fields.step_count(o, 'bc_decay_steps', self.bc_decay_steps)
+    fields.non_negative(o, 'bc_final_weight', self.bc_final_weight)
     # A floor above the start would make the "decay" a rise, and a floor
     # with bc_weight 0 would be ignored, since 0 switches BC off.
     if self.bc_final_weight > self.bc_weight:
-      _fail(o, 'bc_final_weight', f'a number <= bc_weight={self.bc_weight}',
+      fields.fail(o, 'bc_final_weight', f'a number <= bc_weight={self.bc_weight}',
             self.bc_final_weight)
     # A call never straddles two phases, so a checkpoint (taken between
     # calls) always lands on a step boundary the round plan knows.
     if self.discriminator_steps_per_round % \
         self.discriminator_steps_per_call:
-      _fail(o, 'discriminator_steps_per_round',
+      fields.fail(o, 'discriminator_steps_per_round',
             'a multiple of discriminator_steps_per_call='
             f'{self.discriminator_steps_per_call}',
             self.discriminator_steps_per_round)

@@ -104,13 +104,13 @@ def _norm_obs(cfg: AILConfig, n: Normalizer, x: jax.Array) -> jax.Array:
 def _mlp_init(key, n_in: int, layers) -> dict:
   k1, k2 = jax.random.split(key)
   return {'torso': networks.init_torso(k1, n_in, layers),
-          'head': networks._dense_init(k2, layers[-1], 1)}
+          'head': networks.dense_init(k2, layers[-1], 1)}
 
 
 def _mlp(p: dict, x: jax.Array) -> jax.Array:
   """x [..., n_in] -> [...]."""
   h = networks.apply_torso(p['torso'], x)
-  return networks._dense(p['head'], h)[..., 0]
+  return networks.dense(p['head'], h)[..., 0]
 
 
 def init_params(key, cfg: AILConfig, observation_dim: int,

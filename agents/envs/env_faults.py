@@ -166,7 +166,7 @@ class RebuildingEnv:
     while True:
       try:
         return self._env.reset()
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:  # noqa: BLE001  (any environment fault: counted, env rebuilt)
         self._replace('reset', e)
 
   def step(self, action) -> Optional[dm_env.TimeStep]:
@@ -176,7 +176,7 @@ class RebuildingEnv:
       timestep = self._env.step(action)
     except environments.ActionError:
       raise  # the agent's bug, not the environment's: a new one won't help
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # noqa: BLE001  (any environment fault: counted, env rebuilt)
       self._replace('step', e)
       return None
     if self._every_step or timestep.last():
@@ -195,13 +195,13 @@ class RebuildingEnv:
       try:
         self._env = self._make(self._seed_of(k))
         return
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:  # noqa: BLE001  (a failed rebuild counts as a fault)
         phase, error = 'rebuild', e
 
   def _close_quietly(self) -> None:
     # A faulted environment may fail to close too; it is being dropped.
     try:
       self._env.close()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # noqa: BLE001  (a faulted env's close is best effort)
       logging.info('%s: closing a faulted environment raised %r',
                    self._faults.node, e)

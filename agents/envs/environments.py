@@ -23,20 +23,21 @@ module (e.g. for config validation in a launcher) stays cheap.
 
 Why not Acme's wrappers (CanonicalSpecWrapper, SinglePrecisionWrapper,
 ConcatObservationWrapper, GymWrapper), which do much the same: `acme.wrappers`
-imports `gym` at import time, which this stack does not install (gymnasium
-replaced it), so none of them can be imported; and the actors' per-step
+imports `gym` at import time, which this stack does not install (it installs
+gymnasium instead), so none of them can be imported; and the actors' per-step
 wrapper cost matters (8 µs here, bench/actor.py). The result is still a plain
 `dm_env.Environment`: `acme.specs.make_environment_spec(env)` gives Acme's
 EnvironmentSpec of it (tests/test_acme_interfaces.py).
 """
 
-import dataclasses
 import os
 from typing import Any, Mapping, Sequence
 
 import dm_env
 from dm_env import specs
 import numpy as np
+
+from tandem.agents.core.specs import Dims
 
 # The prefix that selects the gymnasium backend.
 GYM_PREFIX = 'gym'
@@ -50,13 +51,6 @@ class ActionError(ValueError):
   """An action no correct agent produces (wrong shape, non-finite, out of
   [-1, 1]): a bug upstream of the environment, which rebuilding the
   environment after a fault (agents/envs/env_faults.py) would not cure."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvDims:
-  """Sizes of the flat observation and action vectors of an environment."""
-  observation_dim: int
-  action_dim: int
 
 
 # ---------------------------------------------------------------------------
@@ -290,7 +284,7 @@ class GymnasiumAdapter(dm_env.Environment):
   """
 
   def __init__(self, gym_env: Any, seed: int | None = None):
-    import gymnasium  # pylint: disable=g-import-not-at-top
+    import gymnasium
 
     if not isinstance(gym_env.action_space, gymnasium.spaces.Box):
       raise ValueError(
@@ -379,7 +373,7 @@ def _split_name(name: str) -> tuple[str, str]:
 def dm_control_task_names() -> Sequence[str]:
   """All dm_control suite tasks, as `"domain:task"` names."""
   _quiet_rendering()
-  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  from dm_control import suite
   return [f'{domain}:{task}' for domain, task in suite.ALL_TASKS]
 
 
@@ -399,7 +393,7 @@ def _make_gym_env(env_id: str) -> Any:
   Only exact registry ids are accepted (no "module:Env" imports, no
   version-less ids), so a name means one environment.
   """
-  import gymnasium  # pylint: disable=g-import-not-at-top
+  import gymnasium
 
   if env_id not in gymnasium.registry:
     raise ValueError(
@@ -480,13 +474,13 @@ def make_environment(name: str, seed: int | None = None) -> dm_env.Environment:
     return NormalizedEnvironment(GymnasiumAdapter(_make_gym_env(rest), seed))
   _check_dm_control_name(prefix, rest)
   _quiet_rendering()
-  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  from dm_control import suite
   return NormalizedEnvironment(
       suite.load(prefix, rest, task_kwargs={'random': seed}))
 
 
-def env_dims(env: dm_env.Environment) -> EnvDims:
+def env_dims(env: dm_env.Environment) -> Dims:
   """Flat observation and action sizes of an environment."""
-  return EnvDims(
-      observation_dim=flat_size(env.observation_spec()),
-      action_dim=flat_size(env.action_spec()))
+  return Dims(
+      observation=flat_size(env.observation_spec()),
+      action=flat_size(env.action_spec()))

@@ -8,7 +8,7 @@ and replay writes are the acting loop's business (agents/nodes/acting.py).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Union
 
 import acme.core
 import dm_env

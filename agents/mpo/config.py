@@ -11,6 +11,9 @@ import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
+from tandem.agents.core import fields
+from tandem.agents.core.fields import ConfigError
+
 DUAL_OPTIMIZERS = ('adam', 'adamw', 'sgd', 'rmsprop', 'adagrad', 'adabelief')
 NETWORK_OPTIMIZERS = ('adam', 'adamw', 'sgd', 'rmsprop')
 SCHEDULES = ('constant', 'linear', 'cosine')
@@ -23,86 +26,6 @@ POLICY_MEANS = ('linear', 'tanh')  # MPOConfig.policy_mean
 GRAD_CLIP_MODES = ('per_network', 'joint')
 ACTING_POLICIES = ('online', 'target')
 CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
-
-
-class ConfigError(ValueError):
-  """A config field holds a value outside its accepted range."""
-
-
-def _fail(owner: str, field: str, expected: str, got: Any) -> None:
-  raise ConfigError(f'{owner}.{field}: expected {expected}, got {got!r}')
-
-
-# The learner computes in float32: a value outside its normal range becomes
-# inf or 0 in-graph (an epsilon of 1e-300 is 0, a temperature of 1e39 inf),
-# and every update is then skipped or meaningless.
-FLOAT32_TINY, FLOAT32_MAX = 1.1754943508222875e-38, 3.4028234663852886e+38
-
-
-def _positive(owner, field, value):
-  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
-      math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
-    _fail(owner, field, 'a finite number > 0 that float32 holds '
-          f'({FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
-
-
-def _non_negative(owner, field, value):
-  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
-      math.isfinite(value) and (value == 0 or
-                                FLOAT32_TINY <= value <= FLOAT32_MAX)):
-    _fail(owner, field, 'a finite number >= 0 that float32 holds '
-          f'(0, or {FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
-
-
-# The largest learner-step count: steps, horizons and periods meet the
-# learner's int32 step counters in-graph, where a larger one would wrap.
-MAX_STEP_COUNT = 2**31 - 1
-
-
-def _int_at_least(owner, field, value, low):
-  if not isinstance(value, int) or isinstance(value, bool) or value < low:
-    _fail(owner, field, f'an integer >= {low}', value)
-
-
-def _step_count(owner, field, value, low=1):
-  """A count of learner (or discriminator) steps: an int32 in-graph."""
-  if (not isinstance(value, int) or isinstance(value, bool) or
-      not low <= value <= MAX_STEP_COUNT):
-    _fail(owner, field, f'an integer in [{low}, {MAX_STEP_COUNT}] (a step '
-          'count, int32 in the learner)', value)
-
-
-def _one_of(owner, field, value, choices):
-  if value not in choices:
-    _fail(owner, field, f'one of {list(choices)}', value)
-
-
-def _unit_interval(owner, field, value, *, open_low=True):
-  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-      (0 < value <= 1) if open_low else (0 <= value <= 1))
-  if not ok:
-    _fail(owner, field, 'a number in (0, 1]' if open_low else 'a number in [0, 1]',
-          value)
-
-
-@dataclasses.dataclass(frozen=True)
-class ScheduleConfig:
-  """A learning rate as a pure function of a global count.
-
-  `value(progress)` with progress = count / horizon in [0, 1]:
-  constant: init; linear: init -> init * final_fraction; cosine: likewise
-  along half a cosine. The horizon is a learner-step count stored in the
-  learner state, so the schedule is the same however the run is split.
-  """
-  init: float
-  kind: str = 'constant'
-  final_fraction: float = 1.0
-
-  def __post_init__(self):
-    _positive('ScheduleConfig', 'init', self.init)
-    _one_of('ScheduleConfig', 'kind', self.kind, SCHEDULES)
-    _unit_interval('ScheduleConfig', 'final_fraction', self.final_fraction,
-                   open_low=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,34 +41,20 @@ class OptimizerConfig:
                                              compare=False, repr=False)
 
   def __post_init__(self):
-    _one_of(self.owner, 'name', self.name, self.choices)
-    _positive(self.owner, 'learning_rate', self.learning_rate)
-    _one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
-    _unit_interval(self.owner, 'final_fraction', self.final_fraction,
+    fields.one_of(self.owner, 'name', self.name, self.choices)
+    fields.positive(self.owner, 'learning_rate', self.learning_rate)
+    fields.one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
+    fields.unit_interval(self.owner, 'final_fraction', self.final_fraction,
                    open_low=False)
 
-  @property
-  def lr_schedule(self) -> ScheduleConfig:
-    return ScheduleConfig(self.learning_rate, self.schedule,
-                          self.final_fraction)
 
-
-def _layers(owner, field, value) -> tuple:
-  """Checks a tuple of hidden-layer sizes; returns it as a tuple."""
-  if (not isinstance(value, (tuple, list)) or not value or
-      not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
-              for x in value)):
-    _fail(owner, field, 'a non-empty tuple of integers >= 1', value)
-  return tuple(value)
-
-
-def _optimizer_field(owner, field, value, choices):
+def optimizer_field(owner, field, value, choices):
   # The name is re-checked here: an OptimizerConfig built for one group may
   # be placed in another with a narrower set of optimizers.
   if not isinstance(value, OptimizerConfig):
-    _fail(owner, field, 'an OptimizerConfig', value)
+    fields.fail(owner, field, 'an OptimizerConfig', value)
   if value.name not in choices:
-    _fail(owner, field + '.name', f'one of {list(choices)}', value.name)
+    fields.fail(owner, field + '.name', f'one of {list(choices)}', value.name)
 
 
 def dual_optimizer(name: str = 'adam', learning_rate: float = 1e-2,
@@ -188,26 +97,26 @@ class DualConfig:
 
   def __post_init__(self):
     o = 'DualConfig'
-    _int_at_least(o, 'num_steps', self.num_steps, 1)
+    fields.int_at_least(o, 'num_steps', self.num_steps, 1)
     for f in ('temperature_optimizer', 'alpha_optimizer'):
-      _optimizer_field(o, f, getattr(self, f), DUAL_OPTIMIZERS)
-    _one_of(o, 'temperature_for_weights', self.temperature_for_weights,
+      optimizer_field(o, f, getattr(self, f), DUAL_OPTIMIZERS)
+    fields.one_of(o, 'temperature_for_weights', self.temperature_for_weights,
             TEMPERATURE_FOR_WEIGHTS)
-    _one_of(o, 'solver', self.solver, SOLVERS)
-    _positive(o, 'exact_tolerance', self.exact_tolerance)
-    _step_count(o, 'exact_max_iterations', self.exact_max_iterations)
+    fields.one_of(o, 'solver', self.solver, SOLVERS)
+    fields.positive(o, 'exact_tolerance', self.exact_tolerance)
+    fields.step_count(o, 'exact_max_iterations', self.exact_max_iterations)
     for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev',
               'floor'):
-      _positive(o, f, getattr(self, f))
+      fields.positive(o, f, getattr(self, f))
     for f in ('init_temperature', 'init_alpha_mean', 'init_alpha_stddev'):
       if getattr(self, f) <= self.floor:
-        _fail(o, f, f'a value above DualConfig.floor={self.floor}',
+        fields.fail(o, f, f'a value above DualConfig.floor={self.floor}',
               getattr(self, f))
     # 0 stands for init_temperature's start; any other start must clear the
     # floor as init_temperature's does.
-    _non_negative(o, 'init_penalty_temperature', self.init_penalty_temperature)
+    fields.non_negative(o, 'init_penalty_temperature', self.init_penalty_temperature)
     if 0 < self.init_penalty_temperature <= self.floor:
-      _fail(o, 'init_penalty_temperature', '0 (init_temperature\'s start) or '
+      fields.fail(o, 'init_penalty_temperature', '0 (init_temperature\'s start) or '
             f'a value above DualConfig.floor={self.floor}',
             self.init_penalty_temperature)
 
@@ -228,9 +137,8 @@ class MPOConfig:
   # run_mpo.py:57), as here. It stays its own field, outside `init`, because
   # actors read it to act and would disagree with a scheme-dependent value.
   # It is the actors' noise for a whole 100k-step run (α_stddev starts at
-  # 1000); on make_run 0.3 delayed the swing-up (811 / 509 on seeds 0-1) and
-  # 0.7 advanced it on most seeds but missed it on two of eight (median 852
-  # against 0.5's 852, seeds 4 and 5 at 631 / 644): BENCHMARKS.md.
+  # 1000): 0.3 delays the swing-up, and 0.7 advances it on most seeds but
+  # misses it on more (BENCHMARKS.md, Dual strategies).
   policy_init_scale: float = 0.5
   policy_min_scale: float = 1e-6
   # The policy mean's output: 'linear' (unbounded, as Acme's MPO networks and
@@ -241,17 +149,14 @@ class MPOConfig:
   # penalty stops an unbounded mean from drifting out; in AIRL, a mean beyond
   # the box makes the expert's interior actions far less likely under π than
   # the agent's own edge actions, and the logit f - log π separates them with
-  # no help from f (BENCHMARKS.md, "AIRL: why it did not learn"). Measured
-  # there for AIRL on cartpole: it keeps the mean in the box, yet learned
-  # slower than the action penalty alone, so no named config uses it.
+  # no help from f. For AIRL on cartpole 'tanh' keeps the mean in the box
+  # yet learns slower than the action penalty alone, so no named config uses
+  # it (BENCHMARKS.md, Adversarial imitation).
   policy_mean: str = 'linear'
   # Initial weights (networks.SCHEMES):
   #   tandem: lecun-normal torso, heads at 1e-4 (policy) and 1e-2 (critic)
-  #           times lecun-normal: the default. Measured against 'acme'
-  #           (bench/dual_study.py, cells adam1 and adam1_acme_init:
-  #           cartpole:swingup, 100k env steps, E-step at s, seeds 0-2):
-  #           tandem 842 / 801 / 856, acme 694 / 815 / 747 (paired -148 /
-  #           +14 / -109), so tandem's stays.
+  #           times lecun-normal: the default, as it ends higher than
+  #           'acme' on cartpole:swingup (BENCHMARKS.md, Dual strategies).
   #   acme:   Acme JAX MPO's: UniformScaling(0.333) torso, policy head
   #           VarianceScaling(1e-4) (stddev 0.01/sqrt(fan_in), 100x tandem's),
   #           critic head TruncatedNormal(0.01) whatever the fan-in (about
@@ -284,7 +189,7 @@ class MPOConfig:
   # are logged as epsilon_used, epsilon_mean_used, epsilon_stddev_used and
   # epsilon_penalty_used. ε and ε_penalty are never divided. The named MPO
   # configs (configs/mpo.py) set epsilon_mean 0.01, as Acme's published
-  # control-suite baseline does; their docstring has the measurement.
+  # control-suite baseline does; their docstring says why.
   epsilon: float = 0.1
   epsilon_mean: float = 0.0025
   epsilon_stddev: float = 1e-6
@@ -302,8 +207,8 @@ class MPOConfig:
   #                     the E-step (Acme's TF MPO): half the critic work.
   estep_states: str = 'current'
   # The policy params the learner serves to actors and the evaluator:
-  #   online: the params the last SGD step wrote (Tandem before this field
-  #           existed, so a config.json without it means this).
+  #   online: the params the last SGD step wrote (also what a config.json
+  #           without this field means).
   #   target: the target policy, which the E-step samples from and the KL
   #           bounds are measured against, as Acme's JAX MPO serves
   #           (acme/agents/jax/mpo/learning.py get_variables) and its TF MPO
@@ -321,7 +226,7 @@ class MPOConfig:
   # How max_grad_norm applies:
   #   per_network: the policy's and the critic's gradients are each clipped
   #                to global norm max_grad_norm by their own optimizer (the
-  #                default, as before this field existed).
+  #                default).
   #   joint:       one global norm over both gradients together; both are
   #                scaled by the same min(1, max_grad_norm / ‖(g_π, g_Q)‖),
   #                so a large critic gradient also shrinks the policy's step.
@@ -360,43 +265,43 @@ class MPOConfig:
   def __post_init__(self):
     o = 'MPOConfig'
     for f in ('policy_layers', 'critic_layers'):
-      object.__setattr__(self, f, _layers(o, f, getattr(self, f)))
+      object.__setattr__(self, f, fields.layers(o, f, getattr(self, f)))
     for f in ('policy_init_scale', 'policy_min_scale', 'epsilon',
               'epsilon_mean', 'epsilon_stddev', 'epsilon_penalty',
               'max_grad_norm'):
-      _positive(o, f, getattr(self, f))
-    _int_at_least(o, 'num_samples', self.num_samples, 2)
-    _one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
-    _one_of(o, 'acting_policy', self.acting_policy, ACTING_POLICIES)
-    _one_of(o, 'init', self.init, INIT_SCHEMES)
-    _one_of(o, 'policy_mean', self.policy_mean, POLICY_MEANS)
-    _one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)
-    _one_of(o, 'critic_type', self.critic_type, CRITIC_TYPES)
-    _int_at_least(o, 'mog_num_components', self.mog_num_components, 1)
-    _positive(o, 'mog_init_scale', self.mog_init_scale)
-    _int_at_least(o, 'mog_num_value_samples', self.mog_num_value_samples, 1)
+      fields.positive(o, f, getattr(self, f))
+    fields.int_at_least(o, 'num_samples', self.num_samples, 2)
+    fields.one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
+    fields.one_of(o, 'acting_policy', self.acting_policy, ACTING_POLICIES)
+    fields.one_of(o, 'init', self.init, INIT_SCHEMES)
+    fields.one_of(o, 'policy_mean', self.policy_mean, POLICY_MEANS)
+    fields.one_of(o, 'grad_clip_mode', self.grad_clip_mode, GRAD_CLIP_MODES)
+    fields.one_of(o, 'critic_type', self.critic_type, CRITIC_TYPES)
+    fields.int_at_least(o, 'mog_num_components', self.mog_num_components, 1)
+    fields.positive(o, 'mog_init_scale', self.mog_init_scale)
+    fields.int_at_least(o, 'mog_num_value_samples', self.mog_num_value_samples, 1)
     # The action penalty's temperature solves the same dual over the same
     # samples, so its bound is the same.
     for f in ('epsilon', 'epsilon_penalty')[
         :2 if self.action_penalization else 1]:
       if getattr(self, f) >= math.log(self.num_samples):
-        _fail(o, f, f'a value < log(num_samples) = '
+        fields.fail(o, f, f'a value < log(num_samples) = '
               f'{math.log(self.num_samples):.3f} (the largest KL a '
               'reweighting of num_samples actions can reach)',
               getattr(self, f))
     if not (isinstance(self.discount, (int, float)) and 0 <= self.discount <= 1):
-      _fail(o, 'discount', 'a number in [0, 1]', self.discount)
-    _int_at_least(o, 'n_step', self.n_step, 1)
-    _int_at_least(o, 'batch_size', self.batch_size, 1)
+      fields.fail(o, 'discount', 'a number in [0, 1]', self.discount)
+    fields.int_at_least(o, 'n_step', self.n_step, 1)
+    fields.int_at_least(o, 'batch_size', self.batch_size, 1)
     for f in ('policy_optimizer', 'critic_optimizer'):
-      _optimizer_field(o, f, getattr(self, f), NETWORK_OPTIMIZERS)
+      optimizer_field(o, f, getattr(self, f), NETWORK_OPTIMIZERS)
     if not isinstance(self.duals, DualConfig):
-      _fail(o, 'duals', 'a DualConfig', self.duals)
-    _one_of(o, 'target_update', self.target_update, TARGET_UPDATES)
-    _step_count(o, 'target_update_period', self.target_update_period)
-    _unit_interval(o, 'target_polyak_tau', self.target_polyak_tau)
-    _int_at_least(o, 'sgd_steps_per_call', self.sgd_steps_per_call, 1)
-    _step_count(o, 'schedule_horizon', self.schedule_horizon)
+      fields.fail(o, 'duals', 'a DualConfig', self.duals)
+    fields.one_of(o, 'target_update', self.target_update, TARGET_UPDATES)
+    fields.step_count(o, 'target_update_period', self.target_update_period)
+    fields.unit_interval(o, 'target_polyak_tau', self.target_polyak_tau)
+    fields.int_at_least(o, 'sgd_steps_per_call', self.sgd_steps_per_call, 1)
+    fields.step_count(o, 'schedule_horizon', self.schedule_horizon)
 
 
 def replace(config, overrides: Mapping[str, Any]):

@@ -33,8 +33,8 @@ from tandem.agents.mpo.config import DualConfig
 # clip_mpo_params (acme/jax/losses/mpo.py, -18 for the log-temperatures and
 # log-alphas): a dual whose constraint stays slack keeps drifting down, and
 # the further it drifts the longer it takes to act once the constraint
-# binds again. The smallest dual becomes softplus(-18) + floor ≈ 2.5e-8
-# (1e-8 before; an exact solve at the floor reports that value too).
+# binds again. The smallest dual is then softplus(-18) + floor ≈ 2.5e-8
+# (an exact solve at the floor reports that value too).
 # Acme's clip drops the penalty temperature from its params without
 # per-dimension constraining; here all four are clamped alike.
 MIN_UNCONSTRAINED = -18.0

@@ -19,7 +19,6 @@ One SGD step (Abdolmaleki et al. 2018a, b):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -31,6 +30,7 @@ from tandem.agents.core import checkpointing
 from tandem.agents.core.batches import Batch  # re-exported: learner.Batch
 from tandem.agents.core import optimizers
 from tandem.agents.core import schedules
+from tandem.agents.core.specs import Dims  # re-exported: learner.Dims
 from tandem.agents.core import trees
 from tandem.agents.mpo import duals as duals_lib
 from tandem.agents.mpo import losses
@@ -52,24 +52,21 @@ class LearnerState(NamedTuple):
   horizon: jax.Array    # int32: learner steps over which schedules run
 
 
-@dataclasses.dataclass(frozen=True)
-class Dims:
-  observation: int
-  action: int
-
-
 def _own_clip(cfg: MPOConfig) -> Optional[float]:
   # Per network, each optimizer clips its own gradient; jointly, sgd_step
   # clips both before the optimizers (clip_jointly), which then must not.
   return cfg.max_grad_norm if cfg.grad_clip_mode == 'per_network' else None
 
 
-def _policy_opt(cfg: MPOConfig):
+def policy_optimizer(cfg: MPOConfig):
+  """The policy's optax optimizer, clipping its own gradient unless the
+  step clips both networks jointly."""
   return optimizers.make(cfg.policy_optimizer.name,
                          cfg.policy_optimizer.learning_rate, _own_clip(cfg))
 
 
-def _critic_opt(cfg: MPOConfig):
+def critic_optimizer(cfg: MPOConfig):
+  """The critic's optax optimizer, clipped as policy_optimizer's."""
   return optimizers.make(cfg.critic_optimizer.name,
                          cfg.critic_optimizer.learning_rate, _own_clip(cfg))
 
@@ -111,8 +108,8 @@ def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
       policy=policy, critic=critic,
       target_policy=copy(policy), target_critic=copy(critic),
       duals=duals_lib.init(cfg.duals, num_alphas),
-      policy_opt=_policy_opt(cfg).init(policy),
-      critic_opt=_critic_opt(cfg).init(critic),
+      policy_opt=policy_optimizer(cfg).init(policy),
+      critic_opt=critic_optimizer(cfg).init(critic),
       key=key, steps=jnp.int32(0), skipped=jnp.int32(0),
       horizon=jnp.int32(cfg.schedule_horizon))
 
@@ -255,11 +252,11 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
   grad_norms = (optax.tree.norm(g_policy), optax.tree.norm(g_critic))
   if cfg.grad_clip_mode == 'joint':
     g_policy, g_critic = clip_jointly((g_policy, g_critic), cfg.max_grad_norm)
-  p_upd, policy_opt = _policy_opt(cfg).update(
+  p_upd, policy_opt = policy_optimizer(cfg).update(
       g_policy, optimizers.with_learning_rate(state.policy_opt,
                                               lr(cfg.policy_optimizer)),
       state.policy)
-  c_upd, critic_opt = _critic_opt(cfg).update(
+  c_upd, critic_opt = critic_optimizer(cfg).update(
       g_critic, optimizers.with_learning_rate(state.critic_opt,
                                               lr(cfg.critic_optimizer)),
       state.critic)

@@ -10,7 +10,7 @@ is linear in the last hidden layer or, with tanh_mean, its tanh (bounded to
 (-1, 1); the Gaussian itself is never squashed). Actions are clipped to
 [-1, 1] only when sent to the environment; MPO's action penalisation pulls
 an unbounded mean back towards the box (how firmly depends on
-epsilon_penalty: BENCHMARKS.md, "AIRL: why it did not learn").
+epsilon_penalty: BENCHMARKS.md, Adversarial imitation).
 
 Initial weights follow one of two schemes (MPOConfig.init, SCHEMES below):
 'tandem' (lecun-normal torso, near-zero heads) or 'acme' (the initialisers of
@@ -43,7 +43,7 @@ class GaussianParams(NamedTuple):
 _TRUNCATED_STD = 0.87962566
 
 
-def _dense_init(key, n_in: int, n_out: int, scale: float = 1.0) -> Params:
+def dense_init(key, n_in: int, n_out: int, scale: float = 1.0) -> Params:
   """w [n_in, n_out]: normal truncated to ±2 stddevs, with stddev (after the
   truncation) scale / sqrt(n_in); b [n_out] zeros.
 
@@ -89,9 +89,9 @@ SCHEMES = {
     # Tandem's own: lecun-normal torso; heads small enough that the initial
     # policy is N(≈0, init_scale) and Q ≈ 0 for every state.
     'tandem': InitScheme(
-        torso=_dense_init,
-        policy_head=functools.partial(_dense_init, scale=1e-4),
-        critic_head=functools.partial(_dense_init, scale=1e-2)),
+        torso=dense_init,
+        policy_head=functools.partial(dense_init, scale=1e-4),
+        critic_head=functools.partial(dense_init, scale=1e-2)),
     # Acme's JAX MPO control networks (acme/agents/jax/mpo/networks.py,
     # make_control_networks): LayerNormMLP's default w_init is
     # UniformScaling(0.333) (acme/jax/networks/continuous.py:23,45);
@@ -103,7 +103,7 @@ SCHEMES = {
     # (init_scale) is not part of a scheme: see MPOConfig.policy_init_scale.
     'acme': InitScheme(
         torso=functools.partial(_uniform_scaling_init, scale=0.333),
-        policy_head=functools.partial(_dense_init, scale=1e-2),
+        policy_head=functools.partial(dense_init, scale=1e-2),
         critic_head=functools.partial(_truncated_normal_init, stddev=0.01)),
 }
 
@@ -115,7 +115,7 @@ def _scheme(name: str) -> InitScheme:
   return SCHEMES[name]
 
 
-def _dense(p: Params, x: jax.Array) -> jax.Array:
+def dense(p: Params, x: jax.Array) -> jax.Array:
   return x @ p['w'] + p['b']
 
 
@@ -141,9 +141,9 @@ def init_torso(key, n_in: int, layers: Sequence[int],
 
 def apply_torso(p: Params, x: jax.Array) -> jax.Array:
   """x: [..., n_in] -> [..., layers[-1]]."""
-  h = jnp.tanh(_layer_norm(p['ln'], _dense(p['dense'][0], x)))
+  h = jnp.tanh(_layer_norm(p['ln'], dense(p['dense'][0], x)))
   for layer in p['dense'][1:]:
-    h = jax.nn.elu(_dense(layer, h))
+    h = jax.nn.elu(dense(layer, h))
   return h
 
 
@@ -167,10 +167,10 @@ def apply_policy(p: Params, obs: jax.Array, *, init_scale: float,
   tanh_mean the mean is tanh of its pre-activation (MPOConfig.policy_mean).
   """
   h = apply_torso(p['torso'], obs)
-  mean = _dense(p['mean'], h)
+  mean = dense(p['mean'], h)
   if tanh_mean:
     mean = jnp.tanh(mean)
-  raw = _dense(p['stddev'], h)
+  raw = dense(p['stddev'], h)
   stddev = jax.nn.softplus(raw) * (init_scale / jnp.log(2.0)) + min_scale
   return GaussianParams(mean, stddev)
 
@@ -190,8 +190,8 @@ _MOG_MIN_SCALE = 1e-4
 # Acme's GaussianMixture initialises all three of its layers with
 # VarianceScaling(1e-5) (fan-in truncated normal): stddev sqrt(1e-5/n_in).
 # math, not jnp: a jnp operation here would start a JAX backend at import,
-# before the launcher can keep its own JAX off the accelerators (cli.py).
-_mog_layer_init = functools.partial(_dense_init, scale=math.sqrt(1e-5))
+# before the launcher can keep its own JAX off the accelerators (launch/train.py).
+_mog_layer_init = functools.partial(dense_init, scale=math.sqrt(1e-5))
 
 
 def init_critic(key, obs_dim: int, action_dim: int, layers: Sequence[int],
@@ -245,9 +245,9 @@ def apply_critic_distribution(p: Params, obs: jax.Array, action: jax.Array,
                      "scalar head; a mixture needs init_critic(head='mog')")
   h = _critic_features(p, obs, action)
   m = p['mog']
-  scale = (jax.nn.softplus(_dense(m['scale'], h)) * (init_scale / jnp.log(2.0))
+  scale = (jax.nn.softplus(dense(m['scale'], h)) * (init_scale / jnp.log(2.0))
            + _MOG_MIN_SCALE)
-  return Mixture(_dense(m['logits'], h), _dense(m['loc'], h), scale)
+  return Mixture(dense(m['logits'], h), dense(m['loc'], h), scale)
 
 
 def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -259,7 +259,7 @@ def apply_critic(p: Params, obs: jax.Array, action: jax.Array) -> jax.Array:
     # The mean ignores the stddevs, so any init_scale gives the same Q.
     return mixture_mean(apply_critic_distribution(p, obs, action,
                                                   init_scale=1.0))
-  return _dense(p['head'], _critic_features(p, obs, action))[..., 0]
+  return dense(p['head'], _critic_features(p, obs, action))[..., 0]
 
 
 def mixture_mean(m: Mixture) -> jax.Array:

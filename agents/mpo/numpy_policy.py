@@ -35,9 +35,10 @@ def from_params(params: dict) -> NumpyParams:
   torso = params['torso']
   mean, stddev = params['mean'], params['stddev']
   return NumpyParams(
-      dense=tuple((f(l['w']), f(l['b'])) for l in torso['dense']),
-      zeros=tuple(np.zeros(np.shape(l['b']), np.float32)
-                  for l in torso['dense'][1:]),
+      dense=tuple((f(layer['w']), f(layer['b']))
+                  for layer in torso['dense']),
+      zeros=tuple(np.zeros(np.shape(layer['b']), np.float32)
+                  for layer in torso['dense'][1:]),
       ln_scale=f(torso['ln']['scale']), ln_offset=f(torso['ln']['offset']),
       heads_w=f(np.concatenate([np.asarray(mean['w']),
                                 np.asarray(stddev['w'])], axis=1)),

@@ -28,7 +28,8 @@ from tandem.agents.envs import env_faults
 from tandem.agents.envs import environments
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import logs
-from tandem.agents.replay import replay
+from tandem.agents.replay import adders
+from tandem.agents.replay import layouts
 from tandem.agents.runtime.lifecycle import Stopping, call, stop_requested
 from tandem.agents.runtime.rundir import RunDir, capture_errors
 from tandem.agents.mpo import actor as actor_lib
@@ -138,10 +139,10 @@ class EnvGroup:
   the others carry on.
   """
 
-  def __init__(self, envs, actor: actor_lib.Actor, adders=None):
+  def __init__(self, envs, actor: actor_lib.Actor, replay_adders=None):
     self._envs = list(envs)
     self._actor = actor
-    self._adders = list(adders) if adders is not None else \
+    self._adders = list(replay_adders) if replay_adders is not None else \
         [None] * len(self._envs)
     if len(self._adders) != len(self._envs):
       raise ValueError(f'{len(self._adders)} adders for {len(self._envs)} '
@@ -201,7 +202,7 @@ class ActorNode:
   def __init__(self, train_config, actor_id: int, replay_client, counter,
                learner, run_dir: str, window_steps: bool = False,
                segment: int = 1):
-    """window_steps: write n-step windows (replay.WindowLayout) instead of
+    """window_steps: write n-step windows (layouts.WindowLayout) instead of
     summed n-step transitions, for learners that relabel rewards.
     segment: which launch of the run this is (`launch_seed_path`)."""
     self._tc = train_config
@@ -221,7 +222,7 @@ class ActorNode:
         logging.info('actor_%d: stopped mid-call (replay or RPC)', self._id)
       except InjectedCrash:
         raise  # a crash by definition: waiting would only delay its report
-      except Exception as e:  # noqa: BLE001 - re-raised unless stopping
+      except Exception as e:  # noqa: BLE001  (re-raised unless stopping)
         # A replay server that stops first cancels the writes blocked on
         # its rate limiter (Reverb: RuntimeError "Cancelled"), and this
         # node's own stop may arrive a moment later: that is the stop, not
@@ -242,11 +243,11 @@ class ActorNode:
                            faults, slot=k, fault_every=fault_every)
             for k in range(tc.envs_per_actor)]
     dims = environments.env_dims(envs[0])
-    layout = replay.layout_for(dims.observation_dim, dims.action_dim,
-                               cfg.n_step, self._window_steps)
-    adders = [replay.make_adder(self._replay_address, layout,
-                                n_step=cfg.n_step, discount=cfg.discount,
-                                should_stop=stop_requested) for _ in envs]
+    layout = layouts.layout_for(dims.observation, dims.action,
+                                cfg.n_step, self._window_steps)
+    writers = [adders.make_adder(self._replay_address, layout,
+                                 n_step=cfg.n_step, discount=cfg.discount,
+                                 should_stop=stop_requested) for _ in envs]
     get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
         cfg, get_variables(),
@@ -255,11 +256,11 @@ class ActorNode:
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
                          tensorboard=False)
     try:
-      self._act(EnvGroup(envs, actor, adders), logger)
+      self._act(EnvGroup(envs, actor, writers), logger)
     finally:
       # Closes the writers' streams, so the replay server can stop promptly.
-      for adder in adders:
-        adder.close()
+      for writer in writers:
+        writer.close()
 
   def _act(self, group: EnvGroup, logger):
     tc = self._tc

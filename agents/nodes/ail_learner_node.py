@@ -1,11 +1,12 @@
 """The adversarial learner as a program node: rounds of discriminator and
 generator updates, both fed from the agent replay table.
 
-The MPO learner node with three changes: the state is an `AILState`, replay
-rows are n-step windows (every step kept, so the generator's rewards are
-recomputed by the current discriminator when a batch is used), and each
-update call is a discriminator call or a generator call, as the round plan
-(`learner.RoundPlan`, a function of the two global step counts) says.
+`ail_algorithm` gives the learner node (agents/nodes/learner_node.py) an
+`AILState`, two kinds of update call read as n-step windows (every step
+kept, so the generator's rewards are recomputed by the current
+discriminator when a batch is used), and the round plan
+(`learner.RoundPlan`, a function of the two global step counts) to choose
+between them: each call is a discriminator call or a generator call.
 
 Demonstrations live on the learner, as device arrays drawn from in-graph
 with the learner's PRNG key, not in a Reverb table: they never change, a
@@ -22,132 +23,73 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Optional
 
 import jax
-import numpy as np
 
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import learner as ail_learner
-from tandem.agents.runtime import logs
-from tandem.agents.replay import replay
-from tandem.agents.runtime import stall
-from tandem.agents.runtime.lifecycle import call
+from tandem.agents.mpo import learner as learner_lib
 from tandem.agents.nodes import learner_node
-
+from tandem.agents.replay import layouts
+# The counts every row of learner.csv and discriminator.csv carries.
 ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
 
 
-class AILLearnerNode(learner_node.LearnerNode):
+def ail_algorithm(train_config, dims) -> learner_node.Algorithm:
+  """The adversarial learner: discriminator and generator (MPO) calls as the
+  round plan says, on the expert demonstrations held on the device, serving
+  the generator's acting policy and the discriminator."""
+  tc, cfg, ail = train_config, train_config.mpo, train_config.ail
+  demos = demonstrations.load_for_environment(tc.demos, tc.env)
+  logging.info('learner: %d expert transitions (%d episodes) from %s',
+               demos.num_transitions, demos.num_episodes, tc.demos)
+  expert = ail_learner.expert_transitions(demos)
+  windows = layouts.WindowLayout(dims.observation, dims.action, cfg.n_step)
 
-  VARIABLES = ('policy', 'discriminator')
+  def update(kind, count, k, b, make, finite, what):
+    step = make(cfg, ail)
+    return learner_node.Update(
+        log=kind, count=count, steps_per_call=k, batch_size=b,
+        rows_to_batch=functools.partial(layouts.to_windows, layout=windows,
+                                        k=k, b=b),
+        apply=lambda state, batch: step(state, batch, expert),
+        finite=finite, what=what)
 
-  def __init__(self, train_config, dims, replay_client, counter, run_dir: str,
-               resume: bool = False):
-    self._ail = train_config.ail
-    self._windows = replay.WindowLayout(dims.observation, dims.action,
-                                        train_config.mpo.n_step)
-    self._disc_batches: Optional[replay.BatchStream] = None
-    super().__init__(train_config, dims, replay_client, counter, run_dir,
-                     resume)
-    self._logger = logs.Logger(self._run_dir.logs, 'learner',
-                               tensorboard=train_config.tensorboard,
-                               required=ROW_COUNTS)
-    self._disc_logger = logs.Logger(self._run_dir.logs, 'discriminator',
-                                    tensorboard=train_config.tensorboard,
-                                    required=ROW_COUNTS)
-    self._disc_stall = stall.StallMonitor(
-        train_config.stall_window, train_config.max_skipped_fraction,
-        'discriminator updates')
+  discriminator = update(
+      'discriminator', 'discriminator_steps',
+      ail.discriminator_steps_per_call, ail.batch_size,
+      ail_learner.make_discriminator_update, 'discriminator_finite',
+      'discriminator updates')
+  generator = update(
+      'learner', 'learner_steps', cfg.sgd_steps_per_call, cfg.batch_size,
+      ail_learner.make_generator_update, 'finite', 'learner updates')
+  def next_update(state) -> tuple:
+    """The phase the round plan says is next, and the position it read."""
+    before = ail_learner.position(ail, state)
+    return (0 if before.phase == 'discriminator' else 1), before
 
-  # LearnerNode's hooks ------------------------------------------------------
+  def increments(before, after, update: learner_node.Update) -> dict:
+    """A call's steps, and the rounds it completed (`before`: the round
+    plan's position before the call)."""
+    rounds = ail_learner.position(ail, after).round - before.round
+    return {update.count: update.steps_per_call, 'rounds': rounds}
 
-  def _variables(self, state) -> dict:
-    return {**super()._variables(state),
+  def variables(state) -> dict:
+    return {'policy': jax.device_get(
+                learner_lib.acting_policy(cfg, state.generator)),
             'discriminator': jax.device_get(
                 (state.discriminator.params, state.discriminator.normalizer))}
 
-  def _own_counts(self, state) -> dict:
-    return {'learner_steps': int(state.generator.steps),
-            'discriminator_steps': int(state.discriminator.steps),
-            'rounds': ail_learner.position(self._ail, state).round}
-
-  def _checkpoint_metadata(self) -> dict:
-    return {**super()._checkpoint_metadata(),
-            'round_plan': ail_learner.plan_record(self._ail)}
-
-  def _init_state(self, dims):
-    demos = demonstrations.load_for_environment(self._tc.demos, self._tc.env)
-    logging.info('learner: %d expert transitions (%d episodes) from %s',
-                 demos.num_transitions, demos.num_episodes, self._tc.demos)
-    self._expert = ail_learner.expert_transitions(demos)
-    self._update_generator = ail_learner.make_generator_update(
-        self._cfg, self._ail)
-    self._update_discriminator = ail_learner.make_discriminator_update(
-        self._cfg, self._ail)
-    return ail_learner.init(self._cfg, self._ail, dims, seed=self._tc.seed)
-
-  def _mpo_state(self, state):
-    return state.generator
-
-  def _close_streams(self) -> None:
-    for stream in (self._batches, self._disc_batches):
-      if stream is not None:
-        stream.close()
-
-  def _windows_stream(self, k: int, b: int) -> replay.BatchStream:
-    return replay.BatchStream(
-        self._replay_address, functools.partial(
-            replay.to_windows, layout=self._windows, k=k, b=b),
-        rows_per_call=k * b)
-
-  def _count(self, before, **deltas) -> dict:
-    """Adds an update call's steps (and the rounds it completed) to the
-    global counts; called under the lock, as the MPO node's step() does."""
-    deltas['rounds'] = ail_learner.position(
-        self._ail, self._state).round - before.round
-    self._counts = call(self._counter, 'increment', **deltas)
-    return self._counts
-
-  def step(self, timeout: float = 1.0) -> Optional[dict]:
-    """One update call of the phase the round plan says is next; returns the
-    counts after it, or None if no batch arrived in `timeout` seconds."""
-    before = ail_learner.position(self._ail, self._state)
-    if before.phase == 'discriminator':
-      k = self._ail.discriminator_steps_per_call
-      if self._disc_batches is None:
-        self._disc_batches = self._windows_stream(k, self._ail.batch_size)
-      windows = self._disc_batches.get(timeout=timeout)
-      if windows is None:
-        return None
-      with self._lock:
-        if self._finished:
-          return None
-        self._state, metrics = self._update_discriminator(
-            self._state, windows, self._expert)
-        self._publish()
-        counts = self._count(before, discriminator_steps=k)
-      logger, step_key = self._disc_logger, 'discriminator_steps'
-    else:
-      k = self._cfg.sgd_steps_per_call
-      if self._batches is None:
-        self._batches = self._windows_stream(k, self._cfg.batch_size)
-      windows = self._batches.get(timeout=timeout)
-      if windows is None:
-        return None
-      with self._lock:
-        if self._finished:
-          return None
-        self._state, metrics = self._update_generator(
-            self._state, windows, self._expert)
-        self._publish()
-        counts = self._count(before, learner_steps=k)
-      logger, step_key = self._logger, 'learner_steps'
-    metrics = jax.device_get(metrics)
-    self._log_call(logger, metrics, counts, step_key)
-    if step_key == 'learner_steps':
-      self._check_stalled(self._stall, metrics['finite'], metrics[step_key])
-    else:
-      self._check_stalled(self._disc_stall, metrics['discriminator_finite'],
-                          metrics[step_key])
-    return counts
+  return learner_node.Algorithm(
+      state=ail_learner.init(cfg, ail, dims, seed=tc.seed),
+      updates=(discriminator, generator),
+      next_update=next_update,
+      owned_counts=lambda state: {
+          'learner_steps': int(state.generator.steps),
+          'discriminator_steps': int(state.discriminator.steps),
+          'rounds': ail_learner.position(ail, state).round},
+      increments=increments, variables=variables,
+      checkpoint_step=lambda state: int(state.generator.steps),
+      checkpoint_metadata={'env': tc.env,
+                           'round_plan': ail_learner.plan_record(ail)},
+      log_columns=ROW_COUNTS)

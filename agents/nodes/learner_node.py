@@ -1,56 +1,127 @@
 """The learner as a program node: replay in, updates, variables and checkpoints out.
 
-Serves `get_variables` (the policy, as numpy) to actors and the evaluator,
-reports learner steps to the global counter, logs every
-`learner_log_every` learner steps with the global counts, and checkpoints
+An algorithm (`Algorithm`: its state, its kinds of update call, what it
+serves and counts) is wrapped by what every learner node does: it serves
+`get_variables` (the policy, as numpy) to actors and the evaluator, reports
+each call's steps to the global counter, logs every `learner_log_every`
+steps with the global counts, stops on a stall, and checkpoints
 periodically and when the program stops (the stop handler path: it checks
 the stop event between updates, so a checkpoint is never taken mid-update).
+`mpo_algorithm` is MPO's; agents/nodes/ail_learner_node.py the adversarial one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
 import time
-from typing import Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import acme.core
 import jax
 import numpy as np
 
 from tandem.agents.core import checkpointing
+from tandem.agents.mpo import learner as learner_lib
+from tandem.agents.replay import layouts
+from tandem.agents.replay import streams
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import logs
-from tandem.agents.replay import replay
 from tandem.agents.runtime import stall
 from tandem.agents.runtime.lifecycle import Stopping, call, stop_requested
 from tandem.agents.runtime.rundir import RunDir, capture_errors
-from tandem.agents.mpo import learner as learner_lib
 
+
+class Update(NamedTuple):
+  """One kind of update call a learner makes: the jitted function, the replay
+  rows it reads, and the count, log and stall check it advances."""
+  log: str              # its log, logs/<log>.csv
+  count: str            # the global count each of its SGD steps adds one to
+  steps_per_call: int   # K: SGD steps per call
+  batch_size: int       # B
+  # K·B replay rows -> the call's batch ([K, B, ...] leaves).
+  rows_to_batch: Callable[[np.ndarray], Any]
+  # (state, batch) -> (state, metrics); metrics hold [K] per-step values.
+  apply: Callable[[Any, Any], tuple]
+  finite: str           # the metric that says which steps were finite
+  what: str             # how a stall names these updates
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+  """What an algorithm gives the learner node; the node adds what every
+  learner needs (the lock, published variables, counts, checkpoints, logs,
+  the stall check)."""
+  state: Any                            # the fresh state; a restore's template
+  updates: tuple                        # its kinds of update call (Update)
+  # state -> (index of the next call's Update, what `increments` needs to
+  # know of the state before the call: the call donates that state's
+  # buffers, so nothing may read it afterwards).
+  next_update: Callable[[Any], tuple]
+  # state -> the counts the state owns; after a restore they overwrite the
+  # counter's, which is checkpointed on its own timer.
+  owned_counts: Callable[[Any], dict]
+  # (next_update's note on the state before, state after, update) -> what
+  # one call adds to the global counts.
+  increments: Callable[[Any, Any, Update], dict]
+  variables: Callable[[Any], dict]      # state -> the groups get_variables serves
+  checkpoint_step: Callable[[Any], int]  # state -> its checkpoints' file number
+  # What a checkpoint records besides its counts, for a resume to check
+  # against its config (launch/programs.py: Program.checkpoint_mismatch).
+  checkpoint_metadata: dict
+  log_columns: tuple = logs.REQUIRED    # the counts every log row carries
+
+
+def mpo_algorithm(train_config, dims: learner_lib.Dims) -> Algorithm:
+  """The MPO learner: one update call, sgd_steps_per_call SGD steps on
+  n-step transitions, serving the acting policy."""
+  cfg = train_config.mpo
+  k, b = cfg.sgd_steps_per_call, cfg.batch_size
+  layout = layouts.TransitionLayout(dims.observation, dims.action)
+  update = Update(
+      log='learner', count='learner_steps', steps_per_call=k, batch_size=b,
+      rows_to_batch=functools.partial(layouts.to_batch, layout=layout,
+                                      discount=cfg.discount, k=k, b=b),
+      apply=learner_lib.make_update(cfg, all_steps_metrics=True),
+      finite='finite', what='learner updates')
+  return Algorithm(
+      state=learner_lib.init(cfg, dims, seed=train_config.seed),
+      updates=(update,), next_update=lambda state: (0, None),
+      owned_counts=lambda state: {'learner_steps': int(state.steps)},
+      increments=steps_of_the_call,
+      variables=lambda state: {'policy': jax.device_get(
+          learner_lib.acting_policy(cfg, state))},
+      checkpoint_step=lambda state: int(state.steps),
+      checkpoint_metadata={'env': train_config.env})
+
+
+def steps_of_the_call(note, after, update: Update) -> dict:
+  """A call's increments: its SGD steps, to its count."""
+  del note, after
+  return {update.count: update.steps_per_call}
 
 
 class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
-  """Built inside its own process (or thread, under local_mt).
+  """Built inside its own process (or thread, under local_mt), around the
+  `Algorithm` that `algorithm(train_config, dims)` builds there.
 
   An `acme.core.VariableSource` (`get_variables(['policy'])`, so Acme's
   variable clients and Tandem's actors can fetch the policy) and an
   `acme.core.Saveable` (`save()`/`restore()` the whole learner state).
   """
 
-  # Named variable groups `get_variables` serves; a subclass may add some.
-  VARIABLES = ('policy',)
-
   def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
-               counter, run_dir: str, resume: bool = False):
+               counter, run_dir: str, resume: bool = False, *,
+               algorithm: Callable[..., Algorithm] = mpo_algorithm):
     self._tc = train_config
-    self._cfg = train_config.mpo
     self._run_dir = RunDir(run_dir)
     self._replay_address = replay_client.server_address
-    self._layout = replay.TransitionLayout(dims.observation, dims.action)
     self._counter = counter
     self._lock = threading.Lock()
-    state = self._init_state(dims)
+    self._algorithm = algorithm(train_config, dims)
+    state = self._algorithm.state
     latest = checkpointing.latest(self._run_dir.learner_checkpoints)
     # The counts a checkpoint records until the first counter call: a
     # resumed learner stopped before that call must not overwrite its newest
@@ -60,7 +131,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       state, meta = checkpointing.restore_with_metadata(latest, state)
       self._counts = dict(meta.get('counts') or {})
       logging.info('learner: restored %s (learner step %d)', latest,
-                   self._checkpoint_step(state))
+                   self._algorithm.checkpoint_step(state))
     self._state = state
     # The state last written to (or read from) a checkpoint, or the initial
     # one: a crash saves only a state that is not already on disk.
@@ -69,74 +140,46 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     # final checkpoint and final.json all describe one state.
     self._finished = False
     self._restored = resume and latest is not None
-    self._batches: Optional[replay.BatchStream] = None
+    updates = self._algorithm.updates
+    # Each update's batch stream, opened at its first call.
+    self._streams: list[Optional[streams.BatchStream]] = [None] * len(updates)
     self._publish()
     self._device = str(jax.devices()[0])
-    self._logger = logs.Logger(self._run_dir.logs, 'learner',
-                               tensorboard=train_config.tensorboard)
+    self._loggers = [logs.Logger(self._run_dir.logs, u.log,
+                                 tensorboard=train_config.tensorboard,
+                                 required=self._algorithm.log_columns)
+                     for u in updates]
     # TensorBoard gets every 100th row: per-step event writes cost more
     # than the CSV rows do.
     self._tb_every = 100 * train_config.learner_log_every
-    self._stall = stall.StallMonitor(train_config.stall_window,
-                                     train_config.max_skipped_fraction,
-                                     'learner updates')
-
-  # What a learner of another algorithm changes ---------------------------
-
-  def _init_state(self, dims: learner_lib.Dims):
-    """Builds the jitted update(s) and returns a freshly initialised state
-    (also the template a checkpoint is restored into)."""
-    self._update = learner_lib.make_update(self._cfg, all_steps_metrics=True)
-    return learner_lib.init(self._cfg, dims, seed=self._tc.seed)
-
-  def _mpo_state(self, state):
-    """The MPO learner state inside this learner's state."""
-    return state
-
-  def _policy(self, state):
-    return learner_lib.acting_policy(self._cfg, self._mpo_state(state))
-
-  def _variables(self, state) -> dict:
-    """The groups `get_variables` serves (`VARIABLES`), as numpy."""
-    return {'policy': jax.device_get(self._policy(state))}
+    self._stalls = [stall.StallMonitor(train_config.stall_window,
+                                       train_config.max_skipped_fraction,
+                                       u.what) for u in updates]
 
   def _publish(self) -> None:
     """Copies what the Courier methods serve out of the current state, as
     one dict assigned at once (readers take no lock): a caller asking for
     several groups gets them all of one update."""
-    self._served = self._variables(self._state)
-
-  def _own_counts(self, state) -> dict:
-    """The counts this learner's state owns; after a restore they overwrite
-    the counter's, which is checkpointed on its own timer."""
-    return {'learner_steps': int(state.steps)}
-
-  def _checkpoint_metadata(self) -> dict:
-    """What a checkpoint records besides its counts, for a resume to check
-    against its config (launch/<program>.checkpoint_mismatch)."""
-    return {'env': self._tc.env}
-
-  def _checkpoint_step(self, state) -> int:
-    """The number in the checkpoint's file name: the MPO learner's step."""
-    return int(self._mpo_state(state).steps)
+    self._served = self._algorithm.variables(self._state)
 
   def _close_streams(self) -> None:
-    if self._batches is not None:
-      self._batches.close()
+    for stream in self._streams:
+      if stream is not None:
+        stream.close()
 
   # Courier methods -------------------------------------------------------
 
   def get_variables(self, names=None):
     """The latest policy params (numpy pytree); with `names` (Acme's
-    VariableSource), a list of the named groups from `VARIABLES`, all of
-    one update."""
+    VariableSource), a list of the named groups the algorithm serves, all
+    of one update."""
     served = self._served
     if names is None:
       return served['policy']
-    unknown = [n for n in names if n not in self.VARIABLES]
+    unknown = [n for n in names if n not in served]
     if unknown:
       raise KeyError(f'get_variables: unknown names {unknown}; this learner '
-                     f'serves {list(self.VARIABLES)}')
+                     f'serves {list(served)}')
     return [served[n] for n in names]
 
   def save(self):
@@ -181,7 +224,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
 
   def get_steps(self) -> int:
     with self._lock:
-      return self._checkpoint_step(self._state)
+      return self._algorithm.checkpoint_step(self._state)
 
   def save_checkpoint(self) -> str:
     return self._save_checkpoint()[0]
@@ -196,12 +239,12 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         # step() records an update's counts before it lets go of the lock,
         # so these are the state's; its own steps overwrite them anyway (a
         # state restored before any update carries the counter's).
-        counts.update(self._own_counts(self._state))
+        counts.update(self._algorithm.owned_counts(self._state))
       path = checkpointing.save_numbered(
           self._run_dir.learner_checkpoints,
-          self._checkpoint_step(self._state),
+          self._algorithm.checkpoint_step(self._state),
           self._state, metadata={'counts': counts,
-                                 **self._checkpoint_metadata()},
+                                 **self._algorithm.checkpoint_metadata},
           keep=self._tc.checkpoints_to_keep)
       self._saved = self._state
       return path, counts
@@ -212,36 +255,38 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     with capture_errors(self._run_dir, 'learner'):
       self._run()
 
-  def _stream(self) -> replay.BatchStream:
-    if self._batches is None:
-      k, b = self._cfg.sgd_steps_per_call, self._cfg.batch_size
-      self._batches = replay.BatchStream(
-          self._replay_address, functools.partial(
-              replay.to_batch, layout=self._layout,
-              discount=self._cfg.discount, k=k, b=b), rows_per_call=k * b)
-    return self._batches
+  def _stream(self, i: int) -> streams.BatchStream:
+    if self._streams[i] is None:
+      u = self._algorithm.updates[i]
+      self._streams[i] = streams.BatchStream(
+          self._replay_address, u.rows_to_batch,
+          rows_per_call=u.steps_per_call * u.batch_size)
+    return self._streams[i]
 
   def step(self, timeout: float = 1.0) -> Optional[dict]:
-    """One update call (sgd_steps_per_call SGD steps) if a batch arrives in
-    `timeout` seconds; returns the counts after it, else None."""
-    batch = self._stream().get(timeout=timeout)
+    """One update call, of the kind the algorithm says is next, if its batch
+    arrives in `timeout` seconds; returns the counts after it, else None."""
+    i, note = self._algorithm.next_update(self._state)
+    update = self._algorithm.updates[i]
+    batch = self._stream(i).get(timeout=timeout)
     if batch is None:
       return None
-    k = self._cfg.sgd_steps_per_call
     with self._lock:
       if self._finished:
         return None
-      self._state, metrics = self._update(self._state, batch)
+      self._state, metrics = update.apply(self._state, batch)
       self._publish()
       # Counted before the lock is let go: a checkpoint (finish() comes from
       # the limiter's thread) then never pairs this state with the previous
       # call's counts, which would put this call's log rows past it.
-      counts = call(self._counter, 'increment', learner_steps=k)
-      self._counts = counts
+      self._counts = call(self._counter, 'increment',
+                          **self._algorithm.increments(note, self._state,
+                                                       update))
+      counts = self._counts
     metrics = jax.device_get(metrics)
-    self._log_call(self._logger, metrics, counts, 'learner_steps')
-    self._check_stalled(self._stall, metrics['finite'],
-                        metrics['learner_steps'])
+    self._log_call(self._loggers[i], metrics, counts, update.count)
+    self._check_stalled(self._stalls[i], metrics[update.finite],
+                        metrics[update.count])
     return counts
 
   def _check_stalled(self, monitor: stall.StallMonitor, finite,
@@ -293,7 +338,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
                         'checkpoint', error)
           return
       path = self.save_checkpoint()
-    except Exception as save_error:  # noqa: BLE001 - reported below
+    except Exception as save_error:  # noqa: BLE001  (reported below)
       logging.error('learner: crashing (%r); saving a checkpoint on the way '
                     'failed too: %r', error, save_error)
       return
@@ -309,7 +354,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         # counter.json (saved on its own timer, so it can be ahead of or
         # behind the state after a crash).
         self._counts = call(self._counter, 'set_counts',
-                            **self._own_counts(self._state))
+                            **self._algorithm.owned_counts(self._state))
       while not stop_requested():
         if self._finished:  # the run is over: wait for the stop
           stop_requested(1.0)
@@ -320,7 +365,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
           last_ckpt = time.monotonic()
     except Stopping:
       pass
-    except replay.ReplayUnavailable as e:
+    except streams.ReplayUnavailable as e:
       # Replay died (or stopped before us): the state is intact, so leave
       # through the stop path's checkpoint, then fail naming replay.
       self._close_streams()
@@ -331,7 +376,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
         logging.info('learner: replay went away during the stop (%s); '
                      'checkpoint %s', e, path)
         return
-      raise replay.ReplayUnavailable(
+      raise streams.ReplayUnavailable(
           f'learner: the replay server stopped answering ({e}); the replay '
           f'node died first. The learner saved {path}; continue with '
           '--resume') from e

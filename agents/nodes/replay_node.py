@@ -15,7 +15,7 @@ different run rather than a continued one. This node keeps the buffer:
 
 A restored table keeps the settings it was created with (size, rate
 limiter): the launcher refuses a resume that changes them unless the user
-drops the buffer (launch/cli.py).
+drops the buffer (launch/replay_checks.py).
 """
 
 from __future__ import annotations

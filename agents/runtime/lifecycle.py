@@ -73,7 +73,7 @@ def call(client, method: str, *args, poll_s: float = 0.5, **kwargs):
     except concurrent.futures.TimeoutError:
       if stop_requested():
         raise Stopping(f'{method}: program stopping') from None
-    except Exception as e:  # noqa: BLE001 - re-raised unless stopping
+    except Exception as e:  # noqa: BLE001  (re-raised unless stopping)
       # A peer that stops first cancels the calls it was serving (Courier:
       # StatusNotOk "Cancelled"), and this node's own stop may arrive a
       # moment later: that is the stop, not a crash of this node.

@@ -112,7 +112,7 @@ def published_elapsed(rd: RunDir) -> float:
 
 def checkpoint_counts(checkpoint: str, meta: dict) -> Optional[dict]:
   """The global counts in `checkpoint`'s metadata `meta`, or None where the
-  checkpoint predates them. Raises CheckpointError naming the checkpoint
+  checkpoint records none. Raises CheckpointError naming the checkpoint
   when they are not an object of non-negative whole counts (and a number
   for elapsed_s): resume would otherwise end in a traceback, or roll the
   counter back to nonsense."""
@@ -141,7 +141,7 @@ def reconcile(rd: RunDir, checkpoint: str, segment: int) -> Optional[dict]:
   """Rolls counter.json and logs/*.csv back (or forward) to `checkpoint`'s
   counts, for the `segment`-th launch. Returns {'counts': ..., 'before':
   counter.json's counts, 'discarded_rows': {file: n}, 'torn_lines': {file:
-  text}}, or None when the checkpoint predates count metadata (then nothing
+  text}}, or None when the checkpoint records no counts (then nothing
   changes here; each log's Logger still sets a torn line aside)."""
   counts = checkpoint_counts(checkpoint,
                              checkpointing.read_metadata(checkpoint))

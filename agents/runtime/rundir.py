@@ -17,7 +17,7 @@ runs/<name>/
                             node survived (agents/envs/env_faults.py)
   nodes/segment-<k>/        each node's stdout/stderr, per launch
   config_history.jsonl      one line per launch: resume or not, what changed,
-                            the code's git commit (launch/cli.py)
+                            the code's git commit (launch/prepare.py)
   .lock                     held by the launcher while the program runs
   .nodes.lock               held (shared) by every node process while it runs
 """

@@ -3,8 +3,8 @@ directory while they live.
 
 Launchpad's local_mp starts each node as a child process and stops them
 when the launcher asks; a launcher killed with SIGKILL (or by the OOM
-killer) asks nothing, and the nodes went on training and writing into the
-run directory, which the launcher's lock no longer protected. Two things
+killer) asks nothing, and the nodes would go on training and writing into
+the run directory, which the launcher's lock no longer protects. Two things
 close that hole:
 
 - every node process polls its launcher (pid and start time, so a reused
@@ -156,7 +156,7 @@ def _stop_self(grace_s: float) -> None:
   time.sleep(grace_s)
   logging.error('launcher gone and this node did not stop within %.0f s; '
                 'exiting', grace_s)
-  os._exit(1)  # pylint: disable=protected-access
+  os._exit(1)
 
 
 def exit_with_launcher(launcher: Launcher, poll_s: float = 1.0,
@@ -205,7 +205,8 @@ def _extend_own_notice(grace_s: float) -> None:
     manager = worker_manager.get_worker_manager()
   except (ImportError, RuntimeError):
     return
-  manager._termination_notice_secs = int(math.ceil(grace_s))  # pylint: disable=protected-access
+  # Launchpad reads the grace only from its flag, once per process.
+  manager._termination_notice_secs = int(math.ceil(grace_s))  # noqa: SLF001
 
 
 ENV_NODE = 'TANDEM_NODE'   # the node group of a process (launch/mpo.py)
@@ -222,14 +223,6 @@ def _node_name(pid: int) -> Optional[str]:
     if item.startswith(prefix):
       return item[len(prefix):].decode(errors='replace')
   return None
-
-
-def _gone(pid: int) -> bool:
-  try:
-    with open(f'/proc/{pid}/stat') as f:
-      return f.read().rsplit(')', 1)[1].split()[0] in ('Z', 'X')
-  except OSError:
-    return True
 
 
 class DeathWatch:

@@ -57,7 +57,7 @@ def test_a_final_weight_above_the_start_is_refused():
   # Includes bc_weight 0, which switches BC off and would ignore the floor.
   for start in (0.0, 0.5):
     with pytest.raises(ValueError,
-                       match=rf'AILConfig.bc_final_weight.*<= bc_weight'):
+                       match=r'AILConfig.bc_final_weight.*<= bc_weight'):
       AILConfig(bc_weight=start, bc_final_weight=0.6)
 
 

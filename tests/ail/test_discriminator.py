@@ -10,9 +10,8 @@ import pytest
 
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail.config import AILConfig, discriminator_optimizer
-from tandem.agents.mpo import networks
 
-O, D = 2, 1  # observation and action dims of the hand-built cases
+OBS, D = 2, 1  # observation and action dims of the hand-built cases
 
 
 def _softplus(z):
@@ -86,9 +85,9 @@ def test_logistic_loss_stable_at_extreme_logits():
 
 @pytest.mark.parametrize('z', [0.0, 2.0, -1.0, 25.0, -200.0])
 def test_gail_rewards_hand_computed(z):
-  t = disc.Transitions(jnp.ones((3, O)), jnp.ones((3, D)), jnp.ones((3, O)),
+  t = disc.Transitions(jnp.ones((3, OBS)), jnp.ones((3, D)), jnp.ones((3, OBS)),
                        jnp.ones((3,)))
-  norm = disc.init_normalizer(O)
+  norm = disc.init_normalizer(OBS)
   expected = {
       'neg_log_one_minus_d': (math.exp(z) if z < -50 else _softplus(z)),
       'log_d': (z if z < -50 else -_softplus(-z)),
@@ -96,7 +95,7 @@ def test_gail_rewards_hand_computed(z):
   }
   for reward, want in expected.items():
     cfg = AILConfig(kind='gail', reward=reward, layers=(4,))
-    params = {'d': _constant_mlp(O + D, cfg.layers, z)}
+    params = {'d': _constant_mlp(OBS + D, cfg.layers, z)}
     got = np.asarray(disc.rewards(cfg, params, norm, t, 0.99))
     assert got.shape == (3,)
     assert np.all(np.isfinite(got))
@@ -153,7 +152,7 @@ def test_airl_score_rewards_and_logits_hand_computed():
   f = g + gamma * d * h2 - h
   # The terminal row has no h(s') term.
   assert f[2] == pytest.approx(g[2] - h[2])
-  norm = disc.init_normalizer(O)
+  norm = disc.init_normalizer(OBS)
   np.testing.assert_allclose(disc.score(cfg, params, norm, t, gamma), f,
                              rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(disc.rewards(cfg, params, norm, t, gamma), f,
@@ -176,11 +175,11 @@ def test_airl_score_rewards_and_logits_hand_computed():
 
 def test_airl_constant_nets():
   cfg = AILConfig(kind='airl', reward='f', layers=(4, 4))
-  params = {'g': _constant_mlp(O + D, cfg.layers, 0.5),
-            'h': _constant_mlp(O, cfg.layers, 2.0)}
-  t = disc.Transitions(jnp.zeros((2, O)), jnp.zeros((2, D)),
-                       jnp.ones((2, O)), jnp.array([1.0, 0.0]))
-  f = disc.score(cfg, params, disc.init_normalizer(O), t, 0.9)
+  params = {'g': _constant_mlp(OBS + D, cfg.layers, 0.5),
+            'h': _constant_mlp(OBS, cfg.layers, 2.0)}
+  t = disc.Transitions(jnp.zeros((2, OBS)), jnp.zeros((2, D)),
+                       jnp.ones((2, OBS)), jnp.array([1.0, 0.0]))
+  f = disc.score(cfg, params, disc.init_normalizer(OBS), t, 0.9)
   np.testing.assert_allclose(f, [0.5 + 0.9 * 2.0 - 2.0, 0.5 - 2.0],
                              rtol=1e-6)
 
@@ -427,7 +426,7 @@ def test_learning_rate_follows_linear_schedule_over_global_steps():
     assert float(m['learning_rate_discriminator']) == pytest.approx(
         want, rel=1e-5)
     # SGD: the step actually taken used that rate.
-    expected = jax.tree_util.tree_map(lambda w, g: w - want * g, old,
+    expected = jax.tree_util.tree_map(lambda w, g, want=want: w - want * g, old,
                                       grad_at(old))
     for got, exp in zip(jax.tree_util.tree_leaves(state.params),
                         jax.tree_util.tree_leaves(expected)):

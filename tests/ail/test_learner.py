@@ -15,7 +15,7 @@ from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail import learner
 from tandem.agents.ail.config import AILConfig, discriminator_optimizer
 from tandem.agents.core import checkpointing
-from tandem.agents.replay import replay
+from tandem.agents.replay import layouts
 from tandem.agents.mpo import config as mpo_config
 from tandem.agents.mpo import learner as mpo_learner
 from tandem.agents.mpo import networks
@@ -23,7 +23,7 @@ from tandem.agents.mpo.learner import Dims
 
 DIMS = Dims(observation=3, action=2)
 N_STEP = 3
-LAYOUT = replay.WindowLayout(DIMS.observation, DIMS.action, N_STEP)
+LAYOUT = layouts.WindowLayout(DIMS.observation, DIMS.action, N_STEP)
 
 
 def _mpo(**kw):
@@ -56,7 +56,7 @@ def _windows(rng, k, b, short=False):
               rng.normal(), float(rng.choice([1.0, 1.0, 0.0])))
              for _ in range(m)]
     rows.append(LAYOUT.pack(steps, rng.normal(size=DIMS.observation), 0.9))
-  return replay.to_windows(np.stack(rows), LAYOUT, k, b)
+  return layouts.to_windows(np.stack(rows), LAYOUT, k, b)
 
 
 def _expert(rng, t=64):
@@ -419,7 +419,7 @@ def test_relabelled_batches_bootstrap_with_gamma_m_times_the_env_discounts(
     expected.append((steps[0][0], steps[0][1], final,
                      mpo.discount ** m * float(np.prod([s[3] for s in steps]))))
   windows = jax.tree_util.tree_map(
-      lambda x: x[0], replay.to_windows(np.stack(rows), LAYOUT, 1, N_STEP))
+      lambda x: x[0], layouts.to_windows(np.stack(rows), LAYOUT, 1, N_STEP))
   batch, _ = learner.relabel(mpo, ail, state.discriminator, windows,
                              state.generator.policy)
   obs, act, nxt, disc_ = (np.array(x, np.float32) for x in zip(*expected))

@@ -12,6 +12,8 @@ import pytest
 from tandem.agents.mpo.config import DualConfig
 from tandem.launch import cli
 from tandem.launch import config as config_lib
+from tandem.launch import notes
+from tandem.launch import resolve
 from tests.bench import REPO_ROOT, load_script
 
 MAKE_RUN = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':make_run'
@@ -108,7 +110,7 @@ def test_benchmarks_md_lists_every_strategy():
 
 @pytest.mark.parametrize('strategy', sorted(EXPECTED))
 def test_overrides_give_the_strategy_on_make_run(strategy):
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   cfg = config_lib.apply_overrides(base, ds.strategy_overrides(strategy))
   d = cfg.mpo.duals
   steps, t_opt, solver, weights = EXPECTED[strategy]
@@ -155,7 +157,7 @@ def test_overrides_give_the_strategy_on_make_run(strategy):
 
 
 def test_adam1_cold_differs_from_adam1_only_in_the_temperature_start():
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   cold = ds.expected_config(base, 'adam1_cold', 0)
   ref = ds.expected_config(base, 'adam1', 0)
   assert cold.mpo.duals.init_temperature == 0.03
@@ -166,14 +168,14 @@ def test_adam1_cold_differs_from_adam1_only_in_the_temperature_start():
 
 
 def test_reference_duals_are_todays_default_duals():
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   cfg = ds.expected_config(base, 'adam1', 0)
   assert cfg.mpo.duals == DualConfig()
   assert cfg.mpo.duals == base.mpo.duals
 
 
 def test_strategies_are_pairwise_different():
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   cfgs = [ds.expected_config(base, s, 0) for s in EXPECTED]
   # The whole resolved config, so a new field varied by a strategy counts.
   assert len({repr(sorted(config_lib.leaf_fields(c).items()))
@@ -182,12 +184,12 @@ def test_strategies_are_pairwise_different():
 
 def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
     tmp_path):
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   # The pinned horizon is within HORIZON_TOLERANCE of the updates the
   # launcher says make_run's limiter pays for at 100k env steps (the same
   # count its schedule note uses), and not at 50k.
   cosine = ds.expected_config(base, 'adam1_next_cosine', 0)
-  paid = cli.expected_updates(cosine)['mpo']
+  paid = notes.expected_updates(cosine)['mpo']
   assert cosine.env_step_budget == 100_000
   assert abs(ds.COSINE_HORIZON - paid) <= ds.HORIZON_TOLERANCE * paid
   assert ds.COSINE_HORIZON != round(paid)  # so the tolerance is what passes
@@ -198,7 +200,7 @@ def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
   assert ds.horizon_mismatch(base, 'adam1_next_cosine', 106_000) is not None
   assert ds.horizon_mismatch(base, 'adam1', 50_000) is None
   why = ds.horizon_mismatch(base, 'adam1_next_cosine', 50_000)
-  half = cli.expected_updates(dataclasses.replace(
+  half = notes.expected_updates(dataclasses.replace(
       cosine, env_step_budget=50_000))['mpo']
   assert 'adam1_next_cosine' in why and '18750' in why, why
   assert f'{half:.0f}' in why and 'replay_min_size' in why, why
@@ -217,14 +219,14 @@ def test_the_cli_resolves_the_start_command(tmp_path, strategy):
   command = ds.train_command(MAKE_RUN, str(tmp_path), strategy, 3, 1234)
   assert command[1:4] == ['-m', 'tandem.launch.cli', 'train']
   args, extra = cli.make_parser().parse_known_args(command[3:])
-  cfg, run_dir, resume = cli.resolve_train_config(args, extra)
+  cfg, run_dir, resume = resolve.resolve_train_config(args, extra)
   assert not resume
   assert run_dir == str(tmp_path / f'{strategy}_s3')
   assert (cfg.seed, cfg.env_step_budget, cfg.name) == (
       3, 1234, f'{strategy}_s3')
   # Exactly the cell the summary expects, name, place and budget aside.
   assert cfg == config_lib.apply_overrides(
-      ds.expected_config(cli.load_named_config(MAKE_RUN), strategy, 3),
+      ds.expected_config(resolve.load_named_config(MAKE_RUN), strategy, 3),
       {'name': f'{strategy}_s3', 'runs_root': str(tmp_path),
        'env_step_budget': '1234'})
   steps, t_opt, solver, weights = EXPECTED[strategy]
@@ -233,7 +235,7 @@ def test_the_cli_resolves_the_start_command(tmp_path, strategy):
               steps, t_opt, solver, weights)
   assert ds.config_mismatches(
       config_lib.to_dict(cfg),
-      ds.expected_config(cli.load_named_config(MAKE_RUN), strategy, 3)) == []
+      ds.expected_config(resolve.load_named_config(MAKE_RUN), strategy, 3)) == []
 
 
 # ----------------------------------------------------------- run directories
@@ -290,7 +292,7 @@ def _learner_csv(run_dir, rows):
 
 @pytest.fixture(scope='module')
 def tiny():
-  return cli.load_named_config(TINY)
+  return resolve.load_named_config(TINY)
 
 
 def test_plan_starts_a_new_cell(tmp_path, tiny):
@@ -342,7 +344,7 @@ def test_plan_refuses_a_cell_holding_another_strategy(tmp_path, tiny):
 def test_plan_refuses_a_cell_at_another_replay_ratio(tmp_path):
   # samples_per_insert may change on resume, but it is what
   # adam1_next_spi64 varies: a run of adam1_next is not that cell.
-  base = cli.load_named_config(MAKE_RUN)
+  base = resolve.load_named_config(MAKE_RUN)
   run_dir = str(tmp_path / 'adam1_next_spi64_s0')
   _config_json(run_dir, base, 'adam1_next', 0)
   action, command, note = ds.cell_plan(str(tmp_path), MAKE_RUN, base,

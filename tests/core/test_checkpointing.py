@@ -39,7 +39,7 @@ def test_restore_with_metadata_gives_the_tree_and_metadata_of_one_file(
 
 
 def test_metadata_that_is_not_an_object_is_a_checkpoint_error(tmp_path):
-  # Valid JSON of the wrong kind once escaped as an AttributeError.
+  # Valid JSON of the wrong kind is a CheckpointError, not an AttributeError.
   path = str(tmp_path / 'list.npz')
   np.savez(path, __metadata__=np.asarray(json.dumps([1, 2])),
            w=np.zeros(1))

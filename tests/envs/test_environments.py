@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 
+from tandem.agents.core.specs import Dims
 from tandem.agents.envs import environments
 
 
@@ -59,8 +60,7 @@ def test_cartpole_specs():
   assert isinstance(act_spec, dm_env.specs.BoundedArray)
   np.testing.assert_array_equal(act_spec.minimum, [-1.0])
   np.testing.assert_array_equal(act_spec.maximum, [1.0])
-  assert environments.env_dims(env) == environments.EnvDims(
-      observation_dim=5, action_dim=1)
+  assert environments.env_dims(env) == Dims(observation=5, action=1)
 
 
 def test_cartpole_timesteps_are_flat_float32():
@@ -80,7 +80,7 @@ def test_cartpole_timesteps_are_flat_float32():
 
 
 def test_dm_control_observation_concatenated_in_dict_order():
-  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  from dm_control import suite
   native = suite.load('cartpole', 'swingup', task_kwargs={'random': 7})
   native_obs = native.reset().observation
   assert list(native_obs) == ['position', 'velocity']
@@ -321,7 +321,7 @@ def test_only_lqr_among_dm_control_tasks_may_terminate():
   from dm_control import suite
   from dm_control.rl import control
   overriding = {
-      domain for domain, module in suite._DOMAINS.items()  # pylint: disable=protected-access
+      domain for domain, module in suite._DOMAINS.items()
       for _, cls in inspect.getmembers(module, inspect.isclass)
       if issubclass(cls, control.Task)
       and cls.get_termination is not control.Task.get_termination}

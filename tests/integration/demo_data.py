@@ -17,8 +17,8 @@ def write_cartpole_demos(path: str, episodes: int = 2) -> str:
   keys = demonstrations.observation_keys(env)
   env.close()
   cfg = MPOConfig(policy_layers=(8,))
-  params = networks.init_policy(jax.random.PRNGKey(0), dims.observation_dim,
-                                dims.action_dim, cfg.policy_layers)
+  params = networks.init_policy(jax.random.PRNGKey(0), dims.observation,
+                                dims.action, cfg.policy_layers)
   demos = demonstrations.collect('cartpole:swingup', params, cfg,
                                  episodes=episodes, seed=0)
   demonstrations.save(path, demos, keys)

@@ -162,7 +162,7 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   # The final line's throughput is over the whole run's wall time.
   fps = float(r2.stdout.split('throughput: ')[1].split()[0])
   assert abs(fps - second['env_steps'] / second['elapsed_s']) < 0.1
-  history = [json.loads(l) for l in
+  history = [json.loads(line) for line in
              open(os.path.join(run_dir, 'config_history.jsonl'))]
   assert history[-1]['changed'] == {
       'env_step_budget': {'from': 1500, 'to': 3000}}

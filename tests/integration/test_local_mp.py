@@ -214,7 +214,7 @@ def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
                               '--checkpoint_period_s=1000'])
   seen = wait_for_learner_steps(run_dir, 50, proc=proc)
   replay = [p for p in supervision.program_processes(run_dir)
-            if supervision._node_name(p) == 'replay']  # pylint: disable=protected-access
+            if supervision._node_name(p) == 'replay']
   assert len(replay) == 1
   os.kill(replay[0], signal.SIGKILL)
   out, err = proc.communicate(timeout=180)
@@ -244,7 +244,7 @@ def _check_listening_sockets_are_as_the_readme_says(run_dir, launcher_pid):
     listening[pid] = sorted({(c.laddr.ip, c.laddr.port) for c in conns
                              if c.status == psutil.CONN_LISTEN})
   assert listening.pop(launcher_pid) == []
-  nodes = {supervision._node_name(pid): addrs  # pylint: disable=protected-access
+  nodes = {supervision._node_name(pid): addrs
            for pid, addrs in listening.items()}
   assert set(nodes) == {'replay', 'counter', 'learner', 'actor', 'evaluator',
                         'limiter'}, nodes

@@ -10,7 +10,7 @@ import jax
 import launchpad as lp
 import numpy as np
 
-from tandem.agents.replay import replay
+from tandem.agents.replay import layouts
 from tandem.launch import config as config_lib
 from tandem.launch import mpo
 from tandem.configs import mpo as named
@@ -37,7 +37,7 @@ class ProgramTest(absltest.TestCase):
                                 replay_h.dereference())
 
     def table_size():
-      return client.server_info()[replay.TABLE].current_size
+      return client.server_info()[layouts.TABLE].current_size
 
     deadline = time.time() + 120
     while table_size() < tc.replay_min_size and time.time() < deadline:

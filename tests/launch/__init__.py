@@ -8,9 +8,9 @@ from tandem.launch import config as config_lib
 
 
 def make_config_stale(path: str) -> dict:
-  """Rewrites the run config at `path` as an earlier version could have
-  left it: an actor refresh period longer than an actor's share of the
-  budget, which TrainConfig has refused since 9564dfb. Returns the data."""
+  """Rewrites the run config at `path` with an actor refresh period longer
+  than an actor's share of the budget: a config.json TrainConfig refuses but
+  an older Tandem may have written. Returns the data."""
   with open(path) as f:
     data = json.load(f)
   data['actor_update_period'] = data['env_step_budget'] + 1

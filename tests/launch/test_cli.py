@@ -12,6 +12,12 @@ from tandem.agents.runtime.rundir import Lock, RunDir
 from tandem.configs import mpo as named
 from tandem.launch import cli
 from tandem.launch import config as config_lib
+from tandem.launch import errors
+from tandem.launch import notes
+from tandem.launch import prepare
+from tandem.launch import replay_checks
+from tandem.launch import report
+from tandem.launch import resolve
 from tests import REPO_ROOT
 from tests.launch import make_config_stale
 
@@ -40,16 +46,16 @@ def test_bad_config_values_fail_before_launch(capsys, tmp_path, override,
                                               message):
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
                   '--runs_root', str(tmp_path), override)
-  assert rc == cli.EXIT_BAD_INPUT
+  assert rc == errors.EXIT_BAD_INPUT
   assert message in err
   assert not os.path.exists(tmp_path / 'tiny')  # nothing started or written
 
 
 def test_unknown_named_config_lists_the_available_ones(capsys, tmp_path):
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:cartpol')
-  assert rc == cli.EXIT_BAD_INPUT and 'cartpole' in err and 'tiny' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'cartpole' in err and 'tiny' in err
   rc, err = _main(capsys, 'train', '--config', 'configs/nope.py:x')
-  assert rc == cli.EXIT_BAD_INPUT and 'no such file' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'no such file' in err
 
 
 def _fake_run(tmp_path, with_checkpoint=None):
@@ -70,14 +76,14 @@ def _fake_run(tmp_path, with_checkpoint=None):
 def test_resume_without_checkpoint_is_refused(capsys, tmp_path):
   rd = _fake_run(tmp_path)
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT and 'no learner checkpoint' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'no learner checkpoint' in err
 
 
 def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
   rd = _fake_run(tmp_path, with_checkpoint=b'PK\x03\x04 garbage')
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT and 'ckpt-000000000010.npz' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'ckpt-000000000010.npz' in err
   assert 'the one before it' not in err  # there is none
   assert open(rd.config).read() == before  # nothing overwritten
   # An older checkpoint of another shape would fail the same way: no hint
@@ -85,12 +91,12 @@ def test_resume_with_corrupt_checkpoint_names_the_file(capsys, tmp_path):
   older = checkpointing.numbered_path(rd.learner_checkpoints, 5)
   checkpointing.save_tree(older, {'w': np.zeros(1)})
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT and 'the one before it' not in err, err
+  assert rc == errors.EXIT_BAD_INPUT and 'the one before it' not in err, err
   # One that loads: the error says how to resume from it.
   from tandem.launch import mpo as program
   checkpointing.save_tree(older, program.learner_template(named.tiny()))
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT
+  assert rc == errors.EXIT_BAD_INPUT
   assert f'the one before it, {older}, loads' in err, err
   assert os.path.exists(checkpointing.numbered_path(
       rd.learner_checkpoints, 10))  # not moved for the user
@@ -105,7 +111,7 @@ def test_resume_with_checkpoint_counts_that_are_not_counts_names_the_file(
       metadata={'counts': {'env_steps': 'lots'}})
   before = open(rd.counter).read(), open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert path in err and "env_steps='lots'" in err, err
   assert (open(rd.counter).read(), open(rd.config).read()) == before
 
@@ -128,11 +134,11 @@ def test_resume_with_an_unreadable_log_names_it_before_writing(
 
   def launched(*_):
     raise AssertionError('the program was launched')
-  monkeypatch.setattr(cli, 'record_config_history', launched)
+  monkeypatch.setattr(prepare, 'record_config_history', launched)
   before = [open(p, 'rb').read() for p in (rd.config, rd.counter, log)]
   rc, err = _main(capsys, 'train', '--resume', rd.root,
                   '--env_step_budget=9000')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert log in err and 'move it out of' in err, err
   assert [open(p, 'rb').read() for p in (rd.config, rd.counter, log)] == (
       before)
@@ -161,7 +167,7 @@ def test_a_fresh_launch_refuses_a_directory_a_run_left_without_config(
   path.write_bytes(b'left by a run')
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
                   '--runs_root', str(tmp_path))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert named_as in err and 'no config.json' in err, err
   assert path.read_bytes() == b'left by a run'
   assert not (root / 'config_history.jsonl').exists()
@@ -171,10 +177,10 @@ def test_a_resume_with_too_little_budget_to_refill_replay_says_so(tmp_path):
   rd = _fake_run(tmp_path)  # counter.json at 10 env steps
   cfg = named.tiny()        # replay_min_size 64
   near = config_lib.apply_overrides(cfg, {'env_step_budget': '70'})
-  note = cli.empty_replay_note(near, rd)
+  note = notes.empty_replay_note(near, rd)
   assert '60 env steps' in note and 'replay_min_size=64' in note, note
   # 65 left: more than replay_min_size, so the learner will sample.
-  assert cli.empty_replay_note(
+  assert notes.empty_replay_note(
       config_lib.apply_overrides(cfg, {'env_step_budget': '75'}), rd) is None
 
 
@@ -185,16 +191,16 @@ def test_the_closing_hint_names_drop_replay_only_for_a_replay_load(tmp_path):
   from tandem.agents.runtime.rundir import capture_errors, read_errors
   cfg = named.tiny()
   rd = RunDir(str(tmp_path / 'run')).make()
-  plain = cli._failure_resume_command(read_errors(rd), cfg, rd.root)
+  plain = report.failure_resume_command(read_errors(rd), cfg, rd.root)
   assert plain == f'tandem train --resume {rd.root}'
   with pytest.raises(RuntimeError):  # another node's crash
     with capture_errors(rd, 'learner'):
       raise RuntimeError('loss is nan')
-  assert cli._failure_resume_command(read_errors(rd), cfg, rd.root) == plain
+  assert report.failure_resume_command(read_errors(rd), cfg, rd.root) == plain
   with pytest.raises(ReplayCheckpointLoadError):  # as the replay node fails
     with capture_errors(rd, 'replay'):
       raise ReplayCheckpointLoadError('did not start while loading ...')
-  hint = cli._failure_resume_command(read_errors(rd), cfg, rd.root)
+  hint = report.failure_resume_command(read_errors(rd), cfg, rd.root)
   assert hint.startswith(f'{plain} --drop_replay'), hint
 
 
@@ -202,13 +208,13 @@ def test_a_run_path_reverb_would_glob_is_refused_with_replay_checkpoints(
     capsys, tmp_path):
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
                   '--runs_root', str(tmp_path / 'runs[1]'))
-  assert rc == cli.EXIT_BAD_INPUT and '--replay_checkpoints=false' in err, err
+  assert rc == errors.EXIT_BAD_INPUT and '--replay_checkpoints=false' in err, err
   assert not os.path.exists(tmp_path / 'runs[1]')  # nothing written
 
 
 def test_resume_of_a_non_run_directory_is_refused(capsys, tmp_path):
   rc, err = _main(capsys, 'train', '--resume', str(tmp_path))
-  assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'config.json' in err
 
 
 @pytest.mark.parametrize('text', ['[1]', 'null', '{"env": '])
@@ -216,7 +222,7 @@ def test_resume_with_a_config_json_that_is_not_a_config_names_it(
     capsys, tmp_path, text):
   (tmp_path / 'config.json').write_text(text)
   rc, err = _main(capsys, 'train', '--resume', str(tmp_path))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'config.json is unreadable or invalid' in err, err
   assert (tmp_path / 'config.json').read_text() == text
 
@@ -226,7 +232,7 @@ def test_a_runs_root_that_cannot_be_created_is_named(capsys, tmp_path):
   blocker.write_text('not a directory')
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
                   '--runs_root', str(blocker / 'runs'), '--name', 'x')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'cannot be created or locked' in err and '--runs_root' in err, err
   assert blocker.read_text() == 'not a directory'
 
@@ -235,7 +241,7 @@ def test_existing_run_is_not_silently_reused(capsys, tmp_path):
   _fake_run(tmp_path)
   rc, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
                   '--runs_root', str(tmp_path))
-  assert rc == cli.EXIT_BAD_INPUT and '--resume' in err
+  assert rc == errors.EXIT_BAD_INPUT and '--resume' in err
 
 
 def test_second_program_on_same_run_directory_is_refused(capsys, tmp_path):
@@ -244,7 +250,7 @@ def test_second_program_on_same_run_directory_is_refused(capsys, tmp_path):
   lock.acquire()
   try:
     rc, err = _main(capsys, 'train', '--resume', rd.root)
-    assert rc == cli.EXIT_BAD_INPUT and 'in use by another program' in err
+    assert rc == errors.EXIT_BAD_INPUT and 'in use by another program' in err
   finally:
     lock.release()
 
@@ -263,7 +269,7 @@ def test_show_config_prints_the_named_config_with_overrides(capsys,
                  '--runs_root', str(tmp_path), '--show_config',
                  '--mpo.duals.num_steps=3'])
   out = capsys.readouterr().out
-  assert rc == cli.EXIT_OK
+  assert rc == errors.EXIT_OK
   cfg = config_lib.apply_overrides(
       named.cartpole(), {'runs_root': str(tmp_path),
                          'mpo.duals.num_steps': '3'})
@@ -282,11 +288,11 @@ def test_show_config_of_a_run_shows_its_config_and_refuses_bad_overrides(
   before = open(rd.config).read()
   rc = cli.main(['train', '--resume', rd.root, '--show_config',
                  '--env_step_budget=12345'])
-  assert rc == cli.EXIT_OK
+  assert rc == errors.EXIT_OK
   assert '--env_step_budget=12345' in capsys.readouterr().out
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
                   '--seed=3')
-  assert rc == cli.EXIT_BAD_INPUT and "'seed'" in err, err
+  assert rc == errors.EXIT_BAD_INPUT and "'seed'" in err, err
   assert open(rd.config).read() == before
 
 
@@ -296,17 +302,17 @@ def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
   data = make_config_stale(rd.config)
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'TrainConfig.actor_update_period' in err, err
   assert '--<field>=<value>' in err, err
   rc = cli.main(['train', '--resume', rd.root, '--show_config',
                  '--actor_update_period=100'])
-  assert rc == cli.EXIT_OK
+  assert rc == errors.EXIT_OK
   assert '--actor_update_period=100' in capsys.readouterr().out
   # A field a resume may not change is still refused by name, before the
   # stored values are validated together.
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--seed=3')
-  assert rc == cli.EXIT_BAD_INPUT and "'seed'" in err, err
+  assert rc == errors.EXIT_BAD_INPUT and "'seed'" in err, err
   assert open(rd.config).read() == before
   # A stored value that a newer check refuses, in a field a resume may not
   # change: no override can mend it, and the error says so.
@@ -316,7 +322,7 @@ def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
     json.dump(data, f)
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
                   '--actor_update_period=100')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'MPOConfig.epsilon_penalty' in err, err
   assert 'the code the run was started with' in err, err
   # An override that is itself bad is named as such, not blamed on the file.
@@ -325,7 +331,7 @@ def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
     json.dump(data, f)
   rc, err = _main(capsys, 'train', '--resume', rd.root, '--show_config',
                   '--actor_update_period=0')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'TrainConfig.actor_update_period: expected an integer >= 1, got 0' \
       in err, err
   assert 'config.json alone fails' in err, err
@@ -333,11 +339,11 @@ def test_an_override_mends_a_stored_config_that_a_newer_check_refuses(
   # The wrong command is named before any field is.
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--show_config',
                   '--demos', 'x.npz')
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'an MPO config; train it with tandem train' in err, err
   # The launch's history names the change from the stored value.
   cfg = config_lib.from_dict(data, {'actor_update_period': '100'})
-  cli.record_config_history(rd, cfg, resume=True)
+  prepare.record_config_history(rd, cfg, resume=True)
   line = json.loads(open(os.path.join(rd.root,
                                       'config_history.jsonl')).read())
   assert line['changed'] == {'actor_update_period': {
@@ -357,7 +363,7 @@ def test_resume_refuses_overrides_that_change_the_run(capsys, tmp_path,
   rd = _fake_run(tmp_path)
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root, override)
-  assert rc == cli.EXIT_BAD_INPUT and f"'{field}'" in err, err
+  assert rc == errors.EXIT_BAD_INPUT and f"'{field}'" in err, err
   assert 'env_step_budget' in err  # says what a resume may change
   assert open(rd.config).read() == before
 
@@ -365,15 +371,15 @@ def test_resume_refuses_overrides_that_change_the_run(capsys, tmp_path,
 def test_config_history_records_what_a_resume_changed(tmp_path):
   cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
   rd = RunDir(str(tmp_path / 'tiny')).make()
-  cli.record_config_history(rd, cfg, resume=False)
+  prepare.record_config_history(rd, cfg, resume=False)
   with open(rd.config, 'w') as f:
     json.dump(config_lib.to_dict(cfg), f)
   longer = config_lib.apply_overrides(cfg, {'env_step_budget': '9000',
                                             'num_actors': '3'})
-  cli.record_config_history(rd, longer, resume=True)
-  lines = [json.loads(l) for l in
+  prepare.record_config_history(rd, longer, resume=True)
+  lines = [json.loads(line) for line in
            open(os.path.join(rd.root, 'config_history.jsonl'))]
-  assert [l['resume'] for l in lines] == [False, True]
+  assert [line['resume'] for line in lines] == [False, True]
   assert lines[1]['changed'] == {
       'env_step_budget': {'from': 3000, 'to': 9000},
       'num_actors': {'from': 1, 'to': 3}}
@@ -385,33 +391,33 @@ def test_segment_numbers_are_never_reused_after_a_torn_history_line(
   # segment-<k> folders; a reused k would overwrite the earlier launch's.
   cfg = named.tiny()
   rd = RunDir(str(tmp_path / 'tiny')).make()
-  assert cli.record_config_history(rd, cfg, resume=False) == 1
+  assert prepare.record_config_history(rd, cfg, resume=False) == 1
   path = os.path.join(rd.root, 'config_history.jsonl')
   with open(path, 'a') as f:
     f.write('{"time": 17')  # a write cut short: no line end
-  assert cli.record_config_history(rd, cfg, resume=True) == 3
-  assert cli.record_config_history(rd, cfg, resume=True) == 4
+  assert prepare.record_config_history(rd, cfg, resume=True) == 3
+  assert prepare.record_config_history(rd, cfg, resume=True) == 4
   lines = open(path).read().splitlines()
   assert lines[1] == '{"time": 17'
-  assert [json.loads(l)['segment'] for l in lines[2:]] == [3, 4]
+  assert [json.loads(line)['segment'] for line in lines[2:]] == [3, 4]
 
 
 def test_segment_numbers_stay_above_every_segment_folder_on_disk(tmp_path):
   cfg = named.tiny()
   rd = RunDir(str(tmp_path / 'tiny')).make()
-  assert cli.record_config_history(rd, cfg, resume=False) == 1
+  assert prepare.record_config_history(rd, cfg, resume=False) == 1
   os.makedirs(os.path.join(rd.errors, 'segment-6'))
-  assert cli.record_config_history(rd, cfg, resume=True) == 7
+  assert prepare.record_config_history(rd, cfg, resume=True) == 7
   os.makedirs(rd.replay_checkpoints + '-dropped-segment-9')
-  assert cli.record_config_history(rd, cfg, resume=True) == 10
+  assert prepare.record_config_history(rd, cfg, resume=True) == 10
   os.makedirs(os.path.join(rd.logs, 'discarded', 'segment-12'))
   os.makedirs(rd.segment_nodes(11))
-  assert cli.record_config_history(rd, cfg, resume=True) == 13
+  assert prepare.record_config_history(rd, cfg, resume=True) == 13
 
 
 def test_config_history_records_the_code_commit(tmp_path):
   rd = RunDir(str(tmp_path / 'tiny')).make()
-  cli.record_config_history(rd, named.tiny(), resume=False)
+  prepare.record_config_history(rd, named.tiny(), resume=False)
   line = json.loads(open(os.path.join(rd.root, 'config_history.jsonl')).read())
   # The tests run from a git checkout (CI clones one).
   head = subprocess.run(['git', '-C', os.path.dirname(cli.__file__),
@@ -432,7 +438,7 @@ def isolated_git(monkeypatch, tmp_path):
 
 def test_code_version_outside_a_git_checkout_is_none(tmp_path,
                                                      isolated_git):
-  assert cli.code_version(str(tmp_path)) is None
+  assert prepare.code_version(str(tmp_path)) is None
 
 
 def test_code_version_sees_a_changed_tracked_file(tmp_path, isolated_git):
@@ -445,10 +451,10 @@ def test_code_version_sees_a_changed_tracked_file(tmp_path, isolated_git):
   (tmp_path / 'a.py').write_text('x = 1\n')
   git('add', 'a.py')
   git('commit', '-qm', 'a')
-  clean = cli.code_version(str(tmp_path))
+  clean = prepare.code_version(str(tmp_path))
   assert len(clean['commit']) == 40 and clean['dirty'] is False
   (tmp_path / 'a.py').write_text('x = 2\n')
-  assert cli.code_version(str(tmp_path)) == {'commit': clean['commit'],
+  assert prepare.code_version(str(tmp_path)) == {'commit': clean['commit'],
                                               'dirty': True}
 
 
@@ -460,21 +466,21 @@ def test_resume_changing_a_restored_replay_table_needs_drop_replay(
     capsys, tmp_path, override, field):
   rd = _fake_run(tmp_path)
   # Without a replay checkpoint the buffer is refilled anyway: allowed.
-  cfg, _, _ = cli.resolve_train_config(
+  cfg, _, _ = resolve.resolve_train_config(
       cli.make_parser().parse_args(['train', '--resume', rd.root]),
       [override])
   os.makedirs(os.path.join(rd.replay_checkpoints, '2026-01-01T00:00:00'))
   before = open(rd.config).read()
   rc, err = _main(capsys, 'train', '--resume', rd.root, override)
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert field in err and '--drop_replay' in err
   assert open(rd.config).read() == before
   # With --drop_replay the check passes, and the buffer is moved aside,
   # never deleted.
   args = cli.make_parser().parse_args(['train', '--resume', rd.root,
                                        '--drop_replay'])
-  cli.resolve_train_config(args, [override])
-  dest = cli._drop_replay(rd, 2)  # pylint: disable=protected-access
+  resolve.resolve_train_config(args, [override])
+  dest = replay_checks.drop_replay(rd, 2)
   assert os.listdir(dest) == ['2026-01-01T00:00:00']
   assert not os.path.exists(rd.replay_checkpoints)
 
@@ -494,15 +500,15 @@ def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
   # A learner checkpoint that loads, so the replay check is what refuses.
   checkpointing.save_numbered(rd.learner_checkpoints, 10,
                               program.learner_template(cfg))
-  check = cli._check_replay_checkpoint  # pylint: disable=protected-access
+  check = replay_checks.check_replay_checkpoint
   check(cfg, rd.root, False)  # sound: passes
   os.truncate(os.path.join(path, 'chunks.tfrecord'), 50)
 
   def launched(*_):
     raise AssertionError('the program was launched')
-  monkeypatch.setattr(cli, 'record_config_history', launched)
+  monkeypatch.setattr(prepare, 'record_config_history', launched)
   rc, err = _main(capsys, 'train', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'chunks.tfrecord: cut short' in err and '--drop_replay' in err, err
   assert os.path.getsize(os.path.join(path, 'chunks.tfrecord')) == 50
   # --drop_replay moves it aside instead: the check does not apply.
@@ -511,10 +517,10 @@ def test_resume_with_a_replay_checkpoint_cut_short_names_the_file(
 
 def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
   rd = _fake_run(tmp_path)
-  assert cli._archive_final(rd, 2) is None  # pylint: disable=protected-access
+  assert prepare.archive_final(rd, 2) is None
   with open(rd.final, 'w') as f:
     json.dump({'final_return': 812.5}, f)
-  dest = cli._archive_final(rd, 2)  # pylint: disable=protected-access
+  dest = prepare.archive_final(rd, 2)
   assert dest == os.path.join(rd.segment_nodes(1), 'final.json')
   assert not os.path.exists(rd.final)
   assert json.load(open(dest)) == {'final_return': 812.5}
@@ -532,11 +538,11 @@ def _fresh_python(code, timeout):
 def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
   # In a fresh process: once a backend is up, jax_platforms is fixed.
   code = ('import jax\n'
-          'from launch import cli\n'
-          'cli._keep_off_accelerators("local_mt")\n'
+          'from tandem.launch import train\n'
+          'train.keep_off_accelerators("local_mt")\n'
           'assert jax.config.jax_platforms in (None, ""), '
           'jax.config.jax_platforms\n'
-          'cli._keep_off_accelerators("local_mp")\n'
+          'train.keep_off_accelerators("local_mp")\n'
           'assert jax.config.jax_platforms == "cpu"\n'
           'assert {d.platform for d in jax.devices()} == {"cpu"}\n'
           'import os; assert "JAX_PLATFORMS" not in os.environ\n')
@@ -546,15 +552,15 @@ def test_a_local_mp_launcher_keeps_its_own_jax_on_the_cpu():
 
 def test_importing_the_code_starts_no_jax_backend():
   # The launcher imports a program module (and through it the learner and
-  # networks) before _keep_off_accelerators runs: one jnp operation at
+  # networks) before keep_off_accelerators runs: one jnp operation at
   # import would start a backend there and claim a GPU's memory in the
   # launcher. In a fresh process, module by module, so the culprit is named.
   code = ('import importlib, pkgutil, sys\n'
           'from jax._src import xla_bridge\n'
-          'import agents, configs, launch\n'
-          'from launch import cli\n'
-          'cli._program("train"); cli._program("train-ail")\n'
-          'assert not xla_bridge.backends_are_initialized(), "cli._program"\n'
+          'from tandem import agents, configs, launch\n'
+          'from tandem.launch import programs\n'
+          'programs.for_command("train"); programs.for_command("train-ail")\n'
+          'assert not xla_bridge.backends_are_initialized(), "programs"\n'
           'for pkg in (agents, configs, launch):\n'
           '  for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):\n'
           '    importlib.import_module(m.name)\n'
@@ -570,31 +576,31 @@ def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
   cfg = config_lib.apply_overrides(named.tiny(), {
       'mpo.policy_optimizer.schedule': 'cosine',
       'mpo.policy_optimizer.final_fraction': '0.1'})
-  steps = cli.expected_updates(cfg)['mpo']
+  steps = notes.expected_updates(cfg)['mpo']
   assert steps == pytest.approx(
       (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert /
       cfg.mpo.batch_size)
   assert cfg.mpo.schedule_horizon > 2 * steps
-  note = cli.schedule_note(cfg)
+  note = notes.schedule_note(cfg)
   assert 'mpo.policy_optimizer.schedule=cosine' in note, note
   assert (f'{100 * steps / cfg.mpo.schedule_horizon:.0f}% of the way '
           'through it') in note
   flat = config_lib.apply_overrides(
       cfg, {'mpo.policy_optimizer.final_fraction': '1.0'})
-  assert cli.schedule_note(flat) is None  # ends where it starts
+  assert notes.schedule_note(flat) is None  # ends where it starts
   short = config_lib.apply_overrides(
       cfg, {'mpo.schedule_horizon': str(int(steps // 4))})
-  assert 'reaches its final value' in cli.schedule_note(short)
+  assert 'reaches its final value' in notes.schedule_note(short)
   fits = config_lib.apply_overrides(
       cfg, {'mpo.schedule_horizon': str(int(steps))})
-  assert cli.schedule_note(fits) is None
-  assert cli.schedule_note(named.tiny()) is None  # constant rates
+  assert notes.schedule_note(fits) is None
+  assert notes.schedule_note(named.tiny()) is None  # constant rates
   # Printed by a launch, before anything is written.
   rc = cli.main(['train', '--config', 'configs/mpo.py:tiny', '--runs_root',
                  str(tmp_path), '--show_config',
                  '--mpo.policy_optimizer.schedule=cosine',
                  '--mpo.policy_optimizer.final_fraction=0.1'])
-  assert rc == cli.EXIT_OK
+  assert rc == errors.EXIT_OK
   assert 'note: mpo.policy_optimizer.schedule=cosine' in (
       capsys.readouterr().err)
 
@@ -630,10 +636,10 @@ def test_the_closing_line_puts_the_final_return_at_its_checkpoints_counts():
                       'elapsed_s': 500.0},
            'checkpoint_counts': {'env_steps': 100_000,
                                  'learner_steps': 18_560, 'elapsed_s': 499.0}}
-  text = cli.final_summary(final)
+  text = report.final_summary(final)
   assert 'final evaluation return: 851.2 (env steps 100000, learner ' \
          'steps 18560)' in text, text
   assert 'throughput: 200.2 env steps/s' in text, text  # the counter's
   # final.json of a run finished before checkpoint_counts were recorded.
   del final['checkpoint_counts']
-  assert '(env steps 100100, learner steps 18560)' in cli.final_summary(final)
+  assert '(env steps 100100, learner steps 18560)' in report.final_summary(final)

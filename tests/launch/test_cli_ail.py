@@ -8,6 +8,13 @@ import pytest
 
 from tandem.launch import cli
 from tandem.launch import config as config_lib
+from tandem.launch import demos as demos_lib
+from tandem.launch import errors
+from tandem.launch import notes
+from tandem.launch import programs
+from tandem.launch import report
+from tandem.launch import resolve
+from tandem.launch import supervise
 from tests.integration.demo_data import write_cartpole_demos
 from tests.launch import make_config_stale
 
@@ -53,7 +60,7 @@ def test_demos_that_do_not_fit_the_environment_fail_with_exit_2(
   }
   for array, path in cases.items():
     rc, err = _train_ail(capsys, tmp_path, path)
-    assert rc == cli.EXIT_BAD_INPUT, err
+    assert rc == errors.EXIT_BAD_INPUT, err
     assert path in err and array in err, err
   assert not os.path.exists(tmp_path / 'runs')  # nothing started or written
 
@@ -61,14 +68,14 @@ def test_demos_that_do_not_fit_the_environment_fail_with_exit_2(
 def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
   rc, err = _main(capsys, 'train-ail', '--config', 'configs/ail.py:tiny',
                   '--runs_root', str(tmp_path))
-  assert rc == cli.EXIT_BAD_INPUT and '--demos' in err
+  assert rc == errors.EXIT_BAD_INPUT and '--demos' in err
   rc, err = _train_ail(capsys, tmp_path, str(tmp_path / 'nope.npz'))
-  assert rc == cli.EXIT_BAD_INPUT and 'nope.npz' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'nope.npz' in err
   rc, err = _main(capsys, 'train', '--config', 'configs/ail.py:tiny')
-  assert rc == cli.EXIT_BAD_INPUT and 'train-ail' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'train-ail' in err
   rc, err = _main(capsys, 'train-ail', '--config', 'configs/mpo.py:tiny',
                   '--demos', demos)
-  assert rc == cli.EXIT_BAD_INPUT and 'tandem train' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'tandem train' in err
 
 
 @pytest.mark.parametrize('override, message', [
@@ -89,7 +96,7 @@ def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
 def test_bad_ail_config_values_name_the_field(capsys, tmp_path, demos,
                                               override, message):
   rc, err = _train_ail(capsys, tmp_path, demos, override)
-  assert rc == cli.EXIT_BAD_INPUT and message in err, err
+  assert rc == errors.EXIT_BAD_INPUT and message in err, err
 
 
 def test_help_lists_every_ail_field(capsys):
@@ -103,7 +110,7 @@ def test_help_lists_every_ail_field(capsys):
 def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
   rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
                   '--episodes', '1', '--out', str(tmp_path / 'x.npz'))
-  assert rc == cli.EXIT_BAD_INPUT and 'config.json' in err
+  assert rc == errors.EXIT_BAD_INPUT and 'config.json' in err
 
 
 @pytest.mark.parametrize('text', ['[1]', '{"env": '])
@@ -112,7 +119,7 @@ def test_collect_demos_names_a_config_json_that_is_not_a_config(
   (tmp_path / 'config.json').write_text(text)
   rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
                   '--episodes', '1', '--out', str(tmp_path / 'x.npz'))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert f'--run {tmp_path}: config.json is unreadable or invalid' in err, err
 
 
@@ -145,7 +152,7 @@ def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
   rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
   rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
                   '1', '--out', str(tmp_path / 'no_such_dir' / 'x.npz'))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'no_such_dir' in err and 'not writable' in err, err
   assert calls == []
 
@@ -157,7 +164,7 @@ def test_collect_demos_keeps_an_existing_out_file_unless_told(
   out.write_bytes(b'the only copy')
   rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
                   '1', '--out', str(out))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert f'--out {out}: the file exists' in err and '--overwrite' in err, err
   assert calls == [] and out.read_bytes() == b'the only copy'
   with pytest.raises(RuntimeError, match='collect was called'):
@@ -178,7 +185,7 @@ def _ail_run_dir(tmp_path, demos):
   with open(rd.config, 'w') as f:
     json.dump(config_lib.to_dict(cfg), f)
   with open(os.path.join(rd.root, 'demos.json'), 'w') as f:
-    json.dump(cli.check_demonstrations(cfg), f)
+    json.dump(demos_lib.check_demonstrations(cfg), f)
   return cfg, rd
 
 
@@ -187,11 +194,11 @@ def test_resume_refuses_changed_demonstrations_and_round_sizes(
   _, rd = _ail_run_dir(tmp_path, demos)
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root,
                   '--ail.generator_steps_per_round=8')
-  assert rc == cli.EXIT_BAD_INPUT
+  assert rc == errors.EXIT_BAD_INPUT
   assert "'ail.generator_steps_per_round'" in err, err
   other = write_cartpole_demos(str(tmp_path / 'other.npz'), episodes=2)
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root, '--demos', other)
-  assert rc == cli.EXIT_BAD_INPUT
+  assert rc == errors.EXIT_BAD_INPUT
   assert 'other.npz' in err and 'not the file this run started with' in err
 
 
@@ -210,7 +217,7 @@ def test_resume_refuses_an_unreadable_demos_record_and_keeps_it(
   with open(record, 'w') as f:
     f.write(text)
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'demos.json: unreadable' in err, err
   with open(record) as f:
     assert f.read() == text
@@ -221,26 +228,26 @@ def test_resume_hints_name_the_adversarial_command():
   # can resume it: `train` refuses an adversarial run directory.
   from tandem.configs import ail as ail_configs
   from tandem.configs import mpo as mpo_configs
-  assert cli._command(ail_configs.tiny()) == 'train-ail'  # pylint: disable=protected-access
-  assert cli._command(mpo_configs.tiny()) == 'train'  # pylint: disable=protected-access
-  assert cli._resume_command(ail_configs.tiny(), 'runs/x') == (  # pylint: disable=protected-access
+  assert programs.command_of(type(ail_configs.tiny())) == 'train-ail'
+  assert programs.command_of(type(mpo_configs.tiny())) == 'train'
+  assert report.resume_command(ail_configs.tiny(), 'runs/x') == (
       'tandem train-ail --resume runs/x')
 
 
 def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
     tmp_path, demos):
   cfg = config_lib.apply_overrides(
-      cli.load_named_config('configs/ail.py:tiny'), {'demos': demos})
-  record = cli.check_demonstrations(cfg)
+      resolve.load_named_config('configs/ail.py:tiny'), {'demos': demos})
+  record = demos_lib.check_demonstrations(cfg)
   assert record['terminal_transitions'] == 0  # cartpole never terminates
-  assert cli.terminal_note(record, cfg) is None
+  assert demos_lib.terminal_note(record, cfg) is None
   discounts = np.load(demos)['discounts'].copy()
   discounts[-1] = 0.0  # the episode ends in a terminal state
   ended = _rewrite(demos, tmp_path / 'ended.npz', discounts=discounts)
   cfg = config_lib.apply_overrides(cfg, {'demos': ended})
-  record = cli.check_demonstrations(cfg)
+  record = demos_lib.check_demonstrations(cfg)
   assert record['terminal_transitions'] == 1
-  note = cli.terminal_note(record, cfg)
+  note = demos_lib.terminal_note(record, cfg)
   assert 'absorbing' in note and cfg.ail.reward in note, note
   assert 'agent_terminal_fraction' in note
   assert {cfg.ail.kind, cfg.ail.reward} == {'gail', 'neg_log_one_minus_d'}
@@ -248,7 +255,7 @@ def test_a_launch_on_terminating_demonstrations_warns_of_the_reward_bias(
   for reward, says in [('log_d', 'end episodes early'),
                        ('logit', 'no fixed sign')]:
     other = config_lib.apply_overrides(cfg, {'ail.reward': reward})
-    assert says in cli.terminal_note(record, other)
+    assert says in demos_lib.terminal_note(record, other)
 
 
 def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
@@ -257,13 +264,13 @@ def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
   # that always reach the time limit do not rule it out (gym:Hopper with
   # log_d pays the generator to fall).
   cfg = config_lib.apply_overrides(
-      cli.load_named_config('configs/ail.py:tiny'),
+      resolve.load_named_config('configs/ail.py:tiny'),
       {'demos': demos, 'ail.reward': 'log_d'})
-  record = cli.check_demonstrations(cfg)
+  record = demos_lib.check_demonstrations(cfg)
   assert record['terminal_transitions'] == 0
-  assert cli.terminal_note(record, cfg) is None  # cartpole: time limits only
+  assert demos_lib.terminal_note(record, cfg) is None  # cartpole: time limits only
   for env in ('gym:Hopper-v4', 'lqr:lqr_2_1'):
-    note = cli.terminal_note(record, dataclasses.replace(cfg, env=env))
+    note = demos_lib.terminal_note(record, dataclasses.replace(cfg, env=env))
     assert note is not None and env in note, (env, note)
     assert 'none of the demonstrations' in note, note
     assert 'end episodes early' in note and 'absorbing' in note, note
@@ -272,7 +279,7 @@ def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
 def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
   from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
-  got = cli.expected_updates(cfg)
+  got = notes.expected_updates(cfg)
   rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
   assert got['mpo'] * cfg.mpo.batch_size + got['ail'] * cfg.ail.batch_size \
       == pytest.approx(rows)
@@ -284,7 +291,7 @@ def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
       'ail.discriminator_optimizer.schedule': 'linear',
       'ail.discriminator_optimizer.final_fraction': '0.5',
       'ail.schedule_horizon': str(int(got['ail'] * 3))})
-  note = cli.schedule_note(sched)
+  note = notes.schedule_note(sched)
   assert 'ail.discriminator_optimizer.schedule=linear' in note, note
   assert '33% of the way through it' in note, note
 
@@ -308,7 +315,7 @@ def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
     json.dump(data, f)
   rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
                   '1', '--out', str(tmp_path / 'y.npz'))
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'config.json is unreadable or invalid' in err, err
   assert 'MPOConfig.epsilon' in err, err
   assert len(calls) == 1
@@ -341,7 +348,7 @@ def test_reading_a_run_sets_aside_stale_plumbing_whatever_its_batch_sizes(
                          actor_update_period=10**9, **changes)
     with pytest.raises(config_lib.ConfigError):
       config_lib.from_dict(data)
-    got = cli._load_run_config_to_read(path, '--run x')  # pylint: disable=protected-access
+    got = resolve.load_run_config_to_read(path, '--run x')
     assert type(got) is type(cfg)
     assert (got.env, got.seed) == (cfg.env, cfg.seed)
     assert config_lib.to_dict(got.mpo) == data['mpo']  # as stored
@@ -355,8 +362,8 @@ def test_reading_a_run_names_what_defines_it_when_that_fails(tmp_path):
   # check of the run itself, beside a stale refresh period.
   path, _ = _stored(tmp_path, named_ail.tiny(), actor_update_period=10**9,
                     **{'mpo.sgd_steps_per_call': 3})
-  with pytest.raises(cli.UsageError) as err:
-    cli._load_run_config_to_read(path, '--run x')  # pylint: disable=protected-access
+  with pytest.raises(errors.UsageError) as err:
+    resolve.load_run_config_to_read(path, '--run x')
   message = str(err.value)
   assert message.index('generator_steps_per_round') < message.index(
       'as stored'), message
@@ -366,33 +373,33 @@ def test_the_status_line_shows_the_discriminators_rate_where_it_steps():
   progress = {'counts': {'env_steps': 5000, 'discriminator_steps': 0},
               'budget': 10000, 'env_steps_per_s': 100.0,
               'learner_steps_per_s': 8.0, 'discriminator_steps_per_s': 0.0}
-  assert 'discriminator/s' not in cli._progress_line(progress)  # MPO
+  assert 'discriminator/s' not in supervise.progress_line(progress)  # MPO
   progress['counts']['discriminator_steps'] = 640
   progress['discriminator_steps_per_s'] = 2.5
-  line = cli._progress_line(progress)
+  line = supervise.progress_line(progress)
   assert '8.0 learner/s' in line and '2.5 discriminator/s' in line
 
 
 def test_a_behaviour_cloning_decay_far_from_the_budget_is_noted():
   from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
-  generator_steps = cli.expected_updates(cfg)['mpo']
+  generator_steps = notes.expected_updates(cfg)['mpo']
   bc = {'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.0'}
   long = config_lib.apply_overrides(cfg, {
       **bc, 'ail.bc_decay_steps': str(int(generator_steps * 4))})
-  note = cli.schedule_note(long)
+  note = notes.schedule_note(long)
   assert 'ail.bc_weight runs over ail.bc_decay_steps=' in note, note
   assert '25% of the way through it' in note, note
   short = config_lib.apply_overrides(cfg, {
       **bc, 'ail.bc_decay_steps': str(int(generator_steps / 4))})
-  assert 'ail.bc_weight reaches its final value' in cli.schedule_note(short)
+  assert 'ail.bc_weight reaches its final value' in notes.schedule_note(short)
   fits = config_lib.apply_overrides(cfg, {
       **bc, 'ail.bc_decay_steps': str(int(generator_steps))})
-  assert cli.schedule_note(fits) is None
+  assert notes.schedule_note(fits) is None
   held = config_lib.apply_overrides(cfg, {  # a weight that does not anneal
       'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.5',
       'ail.bc_decay_steps': str(int(generator_steps * 4))})
-  assert cli.schedule_note(held) is None
+  assert notes.schedule_note(held) is None
 
 
 def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
@@ -419,7 +426,7 @@ def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
                               program.learner_template(cfg),
                               metadata={'round_plan': other})
   rc, err = _main(capsys, 'train-ail', '--resume', rd.root)
-  assert rc == cli.EXIT_BAD_INPUT, err
+  assert rc == errors.EXIT_BAD_INPUT, err
   assert 'round plan differs' in err, err
   assert (f"generator_steps_per_round 8 there, "
           f"{plan['generator_steps_per_round']} here") in err, err

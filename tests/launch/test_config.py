@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tandem.agents.envs import environments
-from tandem.agents.mpo.config import ConfigError
+from tandem.agents.core.fields import ConfigError
 from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
 
@@ -115,9 +115,9 @@ def test_max_consecutive_env_faults_defaults_to_5_and_may_change_on_resume():
 
 
 def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
-  # configs/mpo.py's _learner moved to 'next' and epsilon_mean 0.01 with a
-  # measurement behind each; the adversarial configs share _learner but their
-  # learning checks ran with 'current' and 0.0025, which they must keep.
+  # configs/mpo.py's learner uses 'next' and epsilon_mean 0.01, each measured
+  # for MPO; the adversarial configs share it, but their learning checks
+  # measure 'current' and 0.0025, which they must keep.
   from tandem.configs import ail as ail_named
   for name in ('cartpole', 'make_run', 'walker', 'walker_stand'):
     m = getattr(named, name)().mpo

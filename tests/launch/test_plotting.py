@@ -2,6 +2,7 @@
 
 from tandem.agents.runtime import logs
 from tandem.launch import cli
+from tandem.launch import errors
 
 
 def test_plot_writes_png_and_rejects_non_runs(tmp_path, capsys):
@@ -16,5 +17,5 @@ def test_plot_writes_png_and_rejects_non_runs(tmp_path, capsys):
   assert cli.main(['plot', str(run)]) == 0
   png = run / 'learning_curve.png'
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  assert cli.main(['plot', str(tmp_path / 'empty')]) == cli.EXIT_BAD_INPUT
+  assert cli.main(['plot', str(tmp_path / 'empty')]) == errors.EXIT_BAD_INPUT
   assert 'evaluator' in capsys.readouterr().err

@@ -139,8 +139,8 @@ def test_resume_refuses_a_changed_init_clip_mode_or_policy_mean(path, value):
   assert path not in launch_config.RESUMABLE_FIELDS
   with pytest.raises(config.ConfigError, match=path.replace('.', '\\.')):
     launch_config.check_resume_overrides(old, new)
-  # A config file of a run from before the fields existed loads with the
-  # old behaviour.
+  # A config file without these fields loads with the defaults: the
+  # behaviour of a run that has none of them.
   data = launch_config.to_dict(old)
   del data['mpo']['init'], data['mpo']['grad_clip_mode']
   del data['mpo']['policy_mean']

@@ -1,6 +1,5 @@
 """The jitted MPO update: weights choice, guard, checkpoints, K steps."""
 
-import os
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +74,7 @@ def test_k_steps_per_call_equal_k_single_calls():
   s_single = learner.init(cfg, DIMS, 0)
   step = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))
   for i in range(3):
-    s_single, _ = step(s_single, jax.tree_util.tree_map(lambda x: x[i],
+    s_single, _ = step(s_single, jax.tree_util.tree_map(lambda x, i=i: x[i],
                                                         batches))
   assert int(s_multi.steps) == 3 and int(m['learner_steps']) == 3
   for x, y in zip(jax.tree_util.tree_leaves(s_multi),
@@ -502,7 +501,8 @@ def test_mog_critic_learns_a_two_valued_return():
   rng = np.random.default_rng(0)
   for _ in range(60):
     k, b = 10, 64
-    f = lambda *s: jnp.asarray(rng.normal(size=(k, b) + s), jnp.float32)
+    f = lambda *s, k=k, b=b: jnp.asarray(rng.normal(size=(k, b) + s),
+                                         jnp.float32)
     reward = jnp.asarray(rng.choice([-1.0, 1.0], size=(k, b)), jnp.float32)
     batch = learner.Batch(f(DIMS.observation),
                           jnp.clip(f(DIMS.action), -1, 1), reward,
@@ -518,8 +518,8 @@ def test_mog_critic_learns_a_two_valued_return():
   w = jax.nn.softmax(z.logits, axis=-1)
   var = jnp.sum(w * (z.scale ** 2 + z.loc ** 2), axis=-1) - mean ** 2
   # The average error, not the worst probe: over init/data seeds 0-7 the
-  # worst of 256 probes reached 0.45 (a seed-dependent statistic, so
-  # fragile), the average |mean| stayed within 0.07-0.20 and the median
+  # worst of 256 probes reaches 0.45 (a seed-dependent statistic, so
+  # fragile), while the average |mean| stays within 0.07-0.20 and the median
   # stddev within 0.97-1.01.
   assert float(jnp.mean(jnp.abs(mean))) < 0.3
   assert 0.8 < float(jnp.median(jnp.sqrt(var))) < 1.2

@@ -108,22 +108,22 @@ def test_tandem_init_is_the_init_from_before_schemes():
   state = learner.init(_small_cfg(), learner.Dims(5, 2), seed=0)
   assert config.MPOConfig().init == 'tandem'
   got = _leaves((state.policy, state.critic))
-  # The pre-scheme construction, key for key: lecun-normal torso layers,
-  # heads at scale 1e-4 (policy) and 1e-2 (critic).
+  # Tandem's construction written out by hand, key for key: lecun-normal
+  # torso layers, heads at scale 1e-4 (policy) and 1e-2 (critic).
   _, kp, kc = jax.random.split(jax.random.PRNGKey(0), 3)
 
   def old_torso(key, n_in):
     k = jax.random.split(key, 2)
-    return {'dense': [networks._dense_init(k[0], n_in, 32),
-                      networks._dense_init(k[1], 32, 32)],
+    return {'dense': [networks.dense_init(k[0], n_in, 32),
+                      networks.dense_init(k[1], 32, 32)],
             'ln': {'scale': jnp.ones((32,)), 'offset': jnp.zeros((32,))}}
   k1, k2, k3 = jax.random.split(kp, 3)
   old_policy = {'torso': old_torso(k1, 5),
-                'mean': networks._dense_init(k2, 32, 2, scale=1e-4),
-                'stddev': networks._dense_init(k3, 32, 2, scale=1e-4)}
+                'mean': networks.dense_init(k2, 32, 2, scale=1e-4),
+                'stddev': networks.dense_init(k3, 32, 2, scale=1e-4)}
   k1, k2 = jax.random.split(kc)
   old_critic = {'torso': old_torso(k1, 7),
-                'head': networks._dense_init(k2, 32, 1, scale=1e-2)}
+                'head': networks.dense_init(k2, 32, 1, scale=1e-2)}
   want = _leaves((old_policy, old_critic))
   assert got.keys() == want.keys()
   for path in want:

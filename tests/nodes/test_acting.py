@@ -178,9 +178,9 @@ def test_each_resume_draws_new_actor_and_evaluator_streams_reproducibly():
   class _Replay:
     server_address = 'localhost:0'  # never contacted
   node = acting.ActorNode(tc, 0, _Replay(), None, None, '/tmp/x', segment=3)
-  assert node._root == acting.launch_seed_path(tc.seed, 3)  # pylint: disable=protected-access
+  assert node._root == acting.launch_seed_path(tc.seed, 3)
   ev = acting.EvaluatorNode(tc, None, None, '/tmp/x', segment=2)
-  assert ev._root == acting.launch_seed_path(tc.seed, 2)  # pylint: disable=protected-access
+  assert ev._root == acting.launch_seed_path(tc.seed, 2)
 
 
 @pytest.mark.parametrize('env_steps, expected', [

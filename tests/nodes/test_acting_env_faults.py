@@ -20,7 +20,8 @@ from tandem.agents.envs import env_faults
 from tandem.agents.envs import environments
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import logs
-from tandem.agents.replay import replay
+from tandem.agents.replay import adders
+from tandem.agents.replay import layouts
 from tandem.agents.envs.env_faults import ENV_FAULTS
 from tandem.agents.runtime.rundir import RunDir, read_errors
 from tandem.agents.nodes import acting
@@ -49,7 +50,7 @@ class _Learner:
 
 
 class _Rows:
-  """Stands in for replay._RowWriter: keeps the packed rows."""
+  """Stands in for adders._RowWriter: keeps the packed rows."""
   made = []
 
   def __init__(self, client, table, chunk_length):
@@ -78,12 +79,12 @@ def program(tmp_path, monkeypatch):
   factory = ScriptedFactory(length=5)
   monkeypatch.setattr(environments, 'make_environment', factory)
   _Rows.made = []
-  monkeypatch.setattr(replay, '_RowWriter', _Rows)
-  monkeypatch.setattr(replay, '_interruptible', lambda call, stop: call)
+  monkeypatch.setattr(adders, '_RowWriter', _Rows)
+  monkeypatch.setattr(adders, '_interruptible', lambda call, stop: call)
   monkeypatch.setattr(
-      replay, 'make_adder',
+      adders, 'make_adder',
       lambda address, layout, *, n_step, discount, should_stop: \
-          replay.NStepAdder(None, layout, n_step=n_step, discount=discount))
+          adders.NStepAdder(None, layout, n_step=n_step, discount=discount))
   # The stop arrives as soon as an actor has spent its budget and waits.
   monkeypatch.setattr(acting, 'stop_requested', lambda timeout=0.0:
                       timeout > 0)
@@ -121,7 +122,7 @@ def _actor(program, tc):
 def _transitions():
   """(obs, next_obs) [N, 3] of every row written, as [instance, episode,
   t]."""
-  layout = replay.TransitionLayout(OBS, ACT)
+  layout = layouts.TransitionLayout(OBS, ACT)
   rows = np.stack([r for w in _Rows.made for r in w.rows])
   f = layout.unpack(rows)
   return f['observation'], f['next_observation']

@@ -71,22 +71,22 @@ def test_a_checkpoint_between_an_update_and_its_counts_holds_the_states_steps(
 
 
 class _Stream:
-  """Stands in for replay.BatchStream: a batch whenever asked."""
+  """Stands in for streams.BatchStream: a batch whenever asked."""
 
   def __init__(self, tc, dims):
-    from tandem.agents.replay import replay
-    self._layout = replay.TransitionLayout(dims.observation, dims.action)
+    from tandem.agents.replay import layouts
+    self._layout = layouts.TransitionLayout(dims.observation, dims.action)
     self._tc, self.taken, self.closed = tc, 0, False
 
   def get(self, timeout):
-    from tandem.agents.replay import replay
+    from tandem.agents.replay import layouts
     del timeout
     self.taken += 1
     k, b = self._tc.mpo.sgd_steps_per_call, self._tc.mpo.batch_size
     rows = np.random.default_rng(self.taken).normal(
         size=(k * b, self._layout.width)).astype(np.float32)
     rows[:, -1] = 1.0  # the discount column: a mid-episode step
-    return replay.to_batch(rows, self._layout, 0.99, k, b)
+    return layouts.to_batch(rows, self._layout, 0.99, k, b)
 
   def close(self):
     self.closed = True
@@ -100,7 +100,7 @@ def test_after_finish_the_learner_takes_no_update(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(), CourierClient(
       counting.Counter()), str(tmp_path))
-  node._batches = _Stream(tc, dims)
+  node._streams[0] = _Stream(tc, dims)
   assert node.step() is not None  # an update happens before finish
   k = tc.mpo.sgd_steps_per_call
   assert node.get_steps() == k
@@ -143,7 +143,7 @@ def test_finish_during_an_update_checkpoints_that_updates_counts(tmp_path):
   tc = config_lib.apply_overrides(tc, {'learner_log_every': 1})
   node = LearnerNode(tc, dims, UncontactedReplay(),
                      CourierClient(SlowCounter()), str(tmp_path))
-  node._batches = _Stream(tc, dims)
+  node._streams[0] = _Stream(tc, dims)
   release.set()
   assert node.step()['env_steps'] == 500
   release.clear()
@@ -177,7 +177,7 @@ def test_finish_checkpoints_the_counters_counts_of_that_moment(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(), CourierClient(counter),
                      str(tmp_path))
-  node._batches = _Stream(tc, dims)
+  node._streams[0] = _Stream(tc, dims)
   assert node.step()['env_steps'] == 0
   counter.increment(env_steps=123, episodes=1)
   done = node.finish()
@@ -216,7 +216,7 @@ def test_a_learner_crashing_mid_run_saves_its_state_first(tmp_path,
   tc = config_lib.apply_overrides(tc, {'checkpoint_period_s': 1000.0})
   node = LearnerNode(tc, dims, UncontactedReplay(),
                      CourierClient(DyingCounter()), str(tmp_path))
-  stream = node._batches = _Stream(tc, dims)
+  stream = node._streams[0] = _Stream(tc, dims)
   with pytest.raises(RuntimeError, match='counter is gone'):
     node._run()
   k = tc.mpo.sgd_steps_per_call
@@ -249,7 +249,7 @@ def test_a_learner_whose_crash_save_fails_reports_the_crash(tmp_path,
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(),
                      CourierClient(DyingCounter()), str(tmp_path))
-  node._batches = _Stream(tc, dims)
+  node._streams[0] = _Stream(tc, dims)
   tried = []
 
   def full_disk():

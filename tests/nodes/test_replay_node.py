@@ -7,7 +7,7 @@ import pytest
 import reverb
 
 from tandem.agents.nodes import replay_node
-from tests.replay.conftest import checkpoint, make_table  # noqa: F401  (a fixture)
+from tests.replay.conftest import make_table
 
 
 def _items(server):

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import reverb
 
-from tandem.agents.replay import replay
+from tandem.agents.replay import adders
 
+from tandem.agents.replay import layouts
 
+from tandem.agents.replay import streams
 def _spec():
   from acme import specs as acme_specs
   return acme_specs.EnvironmentSpec(
@@ -36,7 +38,7 @@ def _episode(rng, length, terminal):
   return steps, actions
 
 
-LAYOUT = replay.TransitionLayout(observation_dim=3, action_dim=2)
+LAYOUT = layouts.TransitionLayout(observation_dim=3, action_dim=2)
 
 
 def _fifo_table(name, signature):
@@ -51,16 +53,16 @@ def test_an_environment_that_reuses_its_observation_buffer_writes_true_rows():
   # single array in place (as a flattened view can be) must write the rows
   # one that allocates per step does.
   server = reverb.Server([
-      _fifo_table(t, {replay.COLUMN: tf_spec(LAYOUT.width)})
+      _fifo_table(t, {layouts.COLUMN: tf_spec(LAYOUT.width)})
       for t in ('fresh', 'reused')])
   client = reverb.Client(f'localhost:{server.port}')
   steps, actions = _episode(np.random.default_rng(4), 6, True)
   buf = np.empty(3, np.float32)
   for table, reuse in (('fresh', False), ('reused', True)):
-    adder = replay.NStepAdder(client, LAYOUT, n_step=3, discount=0.9,
+    adder = adders.NStepAdder(client, LAYOUT, n_step=3, discount=0.9,
                               table=table)
 
-    def seen(ts):
+    def seen(ts, reuse=reuse):
       if not reuse:
         return ts
       buf[:] = ts.observation
@@ -74,7 +76,7 @@ def test_an_environment_that_reuses_its_observation_buffer_writes_true_rows():
     ds = reverb.TrajectoryDataset.from_table_signature(
         server_address=f'localhost:{server.port}', table=table,
         max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
-    rows[table] = np.stack([s.data[replay.COLUMN] for s in
+    rows[table] = np.stack([s.data[layouts.COLUMN] for s in
                             ds.take(6).as_numpy_iterator()])
   server.stop()
   np.testing.assert_array_equal(rows['reused'], rows['fresh'])
@@ -105,11 +107,11 @@ def test_unpack_rejects_rows_of_another_layout():
 
 
 def test_table_rejects_rows_of_the_wrong_width():
-  server = reverb.Server([replay.make_table(
+  server = reverb.Server([layouts.make_table(
       LAYOUT, max_size=10, min_size=1, samples_per_insert=1.0,
       error_buffer=100.0)])
   client = reverb.Client(f'localhost:{server.port}')
-  wrong = replay.NStepAdder(client, replay.TransitionLayout(4, 2), n_step=1,
+  wrong = adders.NStepAdder(client, layouts.TransitionLayout(4, 2), n_step=1,
                             discount=0.9)
   wrong.add_first(dm_env.restart(np.zeros(4, np.float32)))
   with pytest.raises(ValueError, match='signature'):
@@ -124,11 +126,11 @@ def test_same_transitions_as_acme_adder(n_step):
   from acme.adders.reverb import NStepTransitionAdder
   import tensorflow as tf
   server = reverb.Server([
-      _fifo_table('ours', {replay.COLUMN: tf.TensorSpec([LAYOUT.width],
+      _fifo_table('ours', {layouts.COLUMN: tf.TensorSpec([LAYOUT.width],
                                                         tf.float32)}),
       _fifo_table('acme', NStepTransitionAdder.signature(_spec()))])
   client = reverb.Client(f'localhost:{server.port}')
-  ours = replay.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
+  ours = adders.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
                            table='ours', flush_every=3,
                            max_in_flight_items=1)
   acme = NStepTransitionAdder(client, n_step=n_step, discount=0.9,
@@ -155,7 +157,7 @@ def test_same_transitions_as_acme_adder(n_step):
         max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
     return [s.data for s in ds.take(sizes[table]).as_numpy_iterator()]
   got = {t: read(t) for t in ('ours', 'acme')}
-  got['ours'] = [LAYOUT.unpack(d[replay.COLUMN]) for d in got['ours']]
+  got['ours'] = [LAYOUT.unpack(d[layouts.COLUMN]) for d in got['ours']]
   kept, i = [], 0
   for (length, _), skip in zip(episodes, extra):
     kept += got['acme'][i + skip:i + skip + length]
@@ -176,7 +178,7 @@ def test_to_batch_applies_gamma_once_and_reshapes():
   k, b = 2, 3
   rows = np.stack([LAYOUT.pack(np.full(3, i), np.zeros(2), i, 0.5,
                                np.ones(3)) for i in range(k * b)])
-  batch = replay.to_batch(rows, LAYOUT, 0.9, k, b)
+  batch = layouts.to_batch(rows, LAYOUT, 0.9, k, b)
   assert batch.observation.shape == (k, b, 3)
   assert batch.action.shape == (k, b, 2)
   assert batch.next_observation.shape == (k, b, 3)
@@ -188,18 +190,18 @@ def test_to_batch_applies_gamma_once_and_reshapes():
 
 def test_blocked_write_gives_up_when_stopping():
   # Nobody samples: inserts block once the error buffer is used up.
-  table = replay.make_table(LAYOUT, max_size=1000, min_size=2,
+  table = layouts.make_table(LAYOUT, max_size=1000, min_size=2,
                             samples_per_insert=1.0, error_buffer=2.0)
   server = reverb.Server([table])
   stop = {'now': False}
-  adder = replay.make_adder(f'localhost:{server.port}', LAYOUT, n_step=1,
+  adder = adders.make_adder(f'localhost:{server.port}', LAYOUT, n_step=1,
                             discount=0.9, should_stop=lambda: stop['now'],
                             flush_every=1)
   rng = np.random.default_rng(0)
   steps, actions = _episode(rng, 50, True)
   adder.add_first(steps[0])
   stop['now'] = True
-  with pytest.raises(replay.Stopped):
+  with pytest.raises(adders.Stopped):
     for a, ts in zip(actions, steps[1:]):
       adder.add(a, ts)
   adder.close()  # must not block either
@@ -209,14 +211,14 @@ def test_blocked_write_gives_up_when_stopping():
 @pytest.mark.parametrize('n_step', [1, 3])
 def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
   import tensorflow as tf
-  window = replay.WindowLayout(3, 2, n_step)
-  sig = lambda w: {replay.COLUMN: tf.TensorSpec([w], tf.float32)}
+  window = layouts.WindowLayout(3, 2, n_step)
+  sig = lambda w: {layouts.COLUMN: tf.TensorSpec([w], tf.float32)}
   server = reverb.Server([_fifo_table('nstep', sig(LAYOUT.width)),
                           _fifo_table('window', sig(window.width))])
   client = reverb.Client(f'localhost:{server.port}')
-  nstep = replay.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
+  nstep = adders.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
                             table='nstep', max_in_flight_items=1)
-  windows = replay.WindowAdder(client, window, discount=0.9, table='window',
+  windows = adders.WindowAdder(client, window, discount=0.9, table='window',
                                max_in_flight_items=1)
   rng = np.random.default_rng(7)
   episodes = [(7, True), (4, False), (2, True)]
@@ -235,7 +237,7 @@ def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
     ds = reverb.TrajectoryDataset.from_table_signature(
         server_address=f'localhost:{server.port}', table=table,
         max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
-    return np.stack([s.data[replay.COLUMN]
+    return np.stack([s.data[layouts.COLUMN]
                      for s in ds.take(count).as_numpy_iterator()])
   flat = LAYOUT.unpack(read('nstep', 13))
   got = window.unpack(read('window', 13))
@@ -275,9 +277,9 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
   # against the learner's allowance: dropping them (a batch with
   # drop_remainder) lost every sample here, and the learner never stepped.
   import time
-  monkeypatch.setattr(replay, '_POLL_MS', 100)
-  layout = replay.TransitionLayout(2, 1)
-  server = reverb.Server([replay.make_table(
+  monkeypatch.setattr(streams, 'POLL_MS', 100)
+  layout = layouts.TransitionLayout(2, 1)
+  server = reverb.Server([layouts.make_table(
       layout, max_size=1000, min_size=4, samples_per_insert=4.0,
       error_buffer=8.0)])
   client = reverb.Client(f'localhost:{server.port}')
@@ -285,12 +287,12 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
   def insert(n):
     with client.trajectory_writer(1) as w:
       for _ in range(n):
-        w.append({replay.COLUMN: np.zeros(layout.width, np.float32)})
-        w.create_item(replay.TABLE, 1.0,
-                      {replay.COLUMN: w.history[replay.COLUMN][-1]})
+        w.append({layouts.COLUMN: np.zeros(layout.width, np.float32)})
+        w.create_item(layouts.TABLE, 1.0,
+                      {layouts.COLUMN: w.history[layouts.COLUMN][-1]})
       w.flush()
   insert(4)
-  stream = replay.BatchStream(f'localhost:{server.port}', lambda rows: rows,
+  stream = streams.BatchStream(f'localhost:{server.port}', lambda rows: rows,
                               rows_per_call=16)
   delivered = []
   try:
@@ -306,7 +308,7 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
     # last row and handing it over), or at the deadline (rows Reverb
     # dropped never arrive: see below).
     completed = lambda: client.server_info()[
-        replay.TABLE].rate_limiter_info.sample_stats.completed
+        layouts.TABLE].rate_limiter_info.sample_stats.completed
     deadline, still, last = time.monotonic() + 20, 0, -1
     while time.monotonic() < deadline:
       batch = stream.get(timeout=1.0)

@@ -30,7 +30,7 @@ def _in_thread(fn):
   def body():
     try:
       out['value'] = fn()
-    except BaseException as e:  # pylint: disable=broad-except
+    except BaseException as e:
       out['error'] = e
   t = threading.Thread(target=body)  # not a Launchpad node thread
   t.start()
@@ -83,8 +83,9 @@ class _FailingClient:
 
 def test_a_call_failing_as_the_program_stops_is_the_stop(fresh_capture,
                                                          monkeypatch):
-  # CI saw a learner "crash" with StatusNotOk: Cancelled from the counter
-  # that stopped first on Ctrl-C; its own stop arrived a moment later.
+  # Guards against a learner reported as crashed on Ctrl-C: its call to the
+  # counter, which stopped first, fails with StatusNotOk: Cancelled, and its
+  # own stop arrives a moment later.
   # A long grace for the stop half: the wait ends when the stop arrives, so
   # it costs nothing, and a Timer thread scheduled late on a loaded machine
   # still lands inside it. Code that re-raises at once fails it.

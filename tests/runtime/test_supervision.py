@@ -35,7 +35,7 @@ def test_launcher_identity_round_trips_and_tells_alive_from_gone():
   assert supervision.alive(me)
   child = subprocess.Popen([sys.executable, '-c', 'pass'])
   ident = supervision.Launcher(child.pid,
-                               supervision._start_time(child.pid))  # pylint: disable=protected-access
+                               supervision._start_time(child.pid))
   child.wait()
   assert not supervision.alive(ident)
   # A reused pid is not the launcher: same pid, another start time.
@@ -116,16 +116,17 @@ def test_nodes_inside_the_launcher_process_take_no_lock(tmp_path,
 
 
 def test_resume_is_refused_while_an_old_node_lives(tmp_path):
-  from tandem.launch import cli
+  from tandem.launch import errors
+  from tandem.launch import prepare
   run_dir = str(tmp_path)
   holder = _lock_holder(run_dir, env={supervision.ENV_RUN_DIR: run_dir})
   try:
-    with pytest.raises(cli.UsageError, match=str(holder.pid)):
-      cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
+    with pytest.raises(errors.UsageError, match=str(holder.pid)):
+      prepare.refuse_if_nodes_alive(run_dir)
   finally:
     holder.kill()
     holder.wait()
-  cli._refuse_if_nodes_alive(run_dir)  # pylint: disable=protected-access
+  prepare.refuse_if_nodes_alive(run_dir)
 
 
 def test_death_watch_names_the_first_process_to_end(tmp_path):
@@ -136,7 +137,7 @@ def test_death_watch_names_the_first_process_to_end(tmp_path):
            for name in ('replay', 'learner')}
   watch = supervision.DeathWatch(run_dir, poll_s=0.05).start()
   try:
-    assert _wait(lambda: len(watch._known) == 2)  # pylint: disable=protected-access
+    assert _wait(lambda: len(watch._known) == 2)
     assert watch.first() is None
     # The higher pid ends first: the processes are learned, and their
     # pidfds registered, in pid order, so a watch that reported deaths in
@@ -164,7 +165,7 @@ def test_death_watch_first_waits_for_an_end_already_under_way(tmp_path):
   node = _python('import time; time.sleep(60)', env=marker)
   watch = supervision.DeathWatch(run_dir, poll_s=0.05).start()
   try:
-    assert _wait(lambda: len(watch._known) == 1)  # pylint: disable=protected-access
+    assert _wait(lambda: len(watch._known) == 1)
     assert watch.first(wait_s=0.1) is None  # nothing ended yet
     node.kill()
     node.wait()
@@ -198,14 +199,14 @@ def test_death_watch_names_no_first_among_ends_seen_together(tmp_path,
           self._poll.unregister
 
     def poll(self, timeout_ms):
-      if len(watch._known) == 2:  # pylint: disable=protected-access
+      if len(watch._known) == 2:
         assert gate.wait(30)
       return self._poll.poll(timeout_ms)
   monkeypatch.setattr(supervision.select, 'poll', _LatePoll)
   watch = supervision.DeathWatch(run_dir, poll_s=0.05, expected=2)
   watch.start()  # after the name is bound: its polls read it
   try:
-    assert _wait(lambda: len(watch._known) == 2)  # pylint: disable=protected-access
+    assert _wait(lambda: len(watch._known) == 2)
     for p in nodes.values():
       p.kill()
       p.wait()
@@ -220,8 +221,8 @@ def test_death_watch_names_no_first_among_ends_seen_together(tmp_path,
 
 
 def test_launchpad_exit_codes_are_explained():
-  from tandem.launch import cli
-  text = cli._describe_failure(RuntimeError(  # pylint: disable=protected-access
+  from tandem.launch import report
+  text = report.describe_failure(RuntimeError(
       'One of the workers exited with code -9.'))
   assert 'killed by SIGKILL' in text
-  assert cli._describe_failure(RuntimeError('boom')) == 'boom'  # pylint: disable=protected-access
+  assert report.describe_failure(RuntimeError('boom')) == 'boom'

@@ -1,0 +1,76 @@
+"""Checks of config fields: each failure names the field, what it expects
+and what it got, so a bad value stops before any process starts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class ConfigError(ValueError):
+  """A config field holds a value outside its accepted range."""
+
+
+def fail(owner: str, field: str, expected: str, got: Any) -> None:
+  raise ConfigError(f'{owner}.{field}: expected {expected}, got {got!r}')
+
+
+# The learner computes in float32: a value outside its normal range becomes
+# inf or 0 in-graph (an epsilon of 1e-300 is 0, a temperature of 1e39 inf),
+# and every update is then skipped or meaningless.
+FLOAT32_TINY, FLOAT32_MAX = 1.1754943508222875e-38, 3.4028234663852886e+38
+
+
+def positive(owner, field, value):
+  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
+      math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
+    fail(owner, field, 'a finite number > 0 that float32 holds '
+          f'({FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
+
+
+def non_negative(owner, field, value):
+  if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
+      math.isfinite(value) and (value == 0 or
+                                FLOAT32_TINY <= value <= FLOAT32_MAX)):
+    fail(owner, field, 'a finite number >= 0 that float32 holds '
+          f'(0, or {FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
+
+
+# The largest learner-step count: steps, horizons and periods meet the
+# learner's int32 step counters in-graph, where a larger one would wrap.
+MAX_STEP_COUNT = 2**31 - 1
+
+
+def int_at_least(owner, field, value, low):
+  if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    fail(owner, field, f'an integer >= {low}', value)
+
+
+def step_count(owner, field, value, low=1):
+  """A count of learner (or discriminator) steps: an int32 in-graph."""
+  if (not isinstance(value, int) or isinstance(value, bool) or
+      not low <= value <= MAX_STEP_COUNT):
+    fail(owner, field, f'an integer in [{low}, {MAX_STEP_COUNT}] (a step '
+          'count, int32 in the learner)', value)
+
+
+def one_of(owner, field, value, choices):
+  if value not in choices:
+    fail(owner, field, f'one of {list(choices)}', value)
+
+
+def unit_interval(owner, field, value, *, open_low=True):
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+      (0 < value <= 1) if open_low else (0 <= value <= 1))
+  if not ok:
+    fail(owner, field, 'a number in (0, 1]' if open_low else 'a number in [0, 1]',
+          value)
+
+
+def layers(owner, field, value) -> tuple:
+  """Checks a tuple of hidden-layer sizes; returns it as a tuple."""
+  if (not isinstance(value, (tuple, list)) or not value or
+      not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+              for x in value)):
+    fail(owner, field, 'a non-empty tuple of integers >= 1', value)
+  return tuple(value)

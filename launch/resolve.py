@@ -1,0 +1,155 @@
+"""From the command line to a validated run config: a named config with
+overrides, or a run's stored config.json with the changes a resume allows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from typing import Sequence
+
+from tandem.agents.core.fields import ConfigError
+from tandem.launch import config as config_lib
+from tandem.launch import programs
+from tandem.launch import replay_checks
+from tandem.launch.errors import UsageError
+
+
+# What a config of each command's program is called in a refusal.
+_KINDS = {'train': 'an MPO config', 'train-ail': 'an adversarial imitation config'}
+
+
+def check_kind(config_class: type, command: str, where: str) -> None:
+  """Refuses a config of another program than the one `command` trains."""
+  wanted = programs.command_of(config_class)
+  if wanted != command:
+    raise UsageError(f'{where}: {_KINDS[wanted]}; train it with tandem '
+                     f'{wanted}')
+
+
+def load_named_config(spec: str) -> config_lib.TrainConfig:
+  """'configs/mpo.py:cartpole' -> the TrainConfig that function returns."""
+  path, sep, name = spec.partition(':')
+  if not sep or not name:
+    raise UsageError(f"--config {spec!r}: expected '<file.py>:<name>', e.g. "
+                     "configs/mpo.py:cartpole")
+  if not os.path.isfile(path):
+    raise UsageError(f'--config {spec!r}: no such file {path}')
+  module_spec = importlib.util.spec_from_file_location('tandem_user_config',
+                                                       path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  names = sorted(n for n in getattr(module, 'CONFIGS', ()) or
+                 [n for n in dir(module) if not n.startswith('_') and
+                  callable(getattr(module, n))])
+  fn = getattr(module, name, None)
+  if fn is None or not callable(fn):
+    raise UsageError(f'--config {spec!r}: {path} has no config {name!r}; '
+                     f'available: {names}')
+  cfg = fn()
+  if not isinstance(cfg, config_lib.TrainConfig):
+    raise UsageError(f'--config {spec!r}: {name}() returned '
+                     f'{type(cfg).__name__}, expected a TrainConfig')
+  return cfg
+
+
+def _split_overrides(extra: Sequence[str]) -> dict:
+  out, i = {}, 0
+  while i < len(extra):
+    arg = extra[i]
+    if not arg.startswith('--'):
+      raise UsageError(f'unexpected argument {arg!r}; overrides look like '
+                       '--mpo.duals.num_steps=10')
+    key, eq, value = arg[2:].partition('=')
+    if not eq:
+      if i + 1 >= len(extra):
+        raise UsageError(f'override --{key} needs a value')
+      value = extra[i + 1]
+      i += 1
+    out[key] = value
+    i += 1
+  return out
+
+
+def resolve_train_config(args, extra: Sequence[str],
+                         command: str = 'train'):
+  """Returns (TrainConfig, run_dir path, resume flag); raises on bad input."""
+  from tandem.agents.envs import environments
+  overrides = _split_overrides(extra)
+  if getattr(args, 'demos', None):
+    overrides['demos'] = os.path.abspath(args.demos)
+  if args.num_actors is not None:
+    overrides['num_actors'] = str(args.num_actors)
+  if args.name is not None:
+    overrides['name'] = args.name
+  if args.resume:
+    cfg_path = os.path.join(args.resume, 'config.json')
+    if not os.path.isfile(cfg_path):
+      raise UsageError(f'--resume {args.resume}: no config.json there; is it '
+                       'a Tandem run directory?')
+    if 'name' in overrides:
+      raise UsageError('--name cannot change on --resume')
+    data = read_run_json(cfg_path, f'--resume {args.resume}')
+    check_kind(config_lib.config_class(data), command,
+                f'--resume {args.resume}')
+    try:
+      resumed, changed = config_lib.resume_config(data, overrides)
+    except config_lib.StoredConfigError as e:
+      raise UsageError(
+          f'--resume {args.resume}: config.json fails a check of this '
+          f'version of Tandem: {e}. If that field is one a resume may change '
+          f'({", ".join(sorted(config_lib.RESUMABLE_FIELDS))}), add '
+          '--<field>=<value> with a value it accepts; otherwise resume with '
+          'the code the run was started with (its commit is in '
+          'config_history.jsonl)') from e
+    replay_checks.check_replay_changes(
+        changed, resumed, os.path.abspath(args.resume),
+        getattr(args, 'drop_replay', False))
+    cfg = resumed
+    run_dir = os.path.abspath(args.resume)
+  else:
+    if not args.config:
+      raise UsageError('tandem train needs --config <file.py>:<name> or '
+                       '--resume <run dir>')
+    cfg = load_named_config(args.config)
+    check_kind(type(cfg), command, f'--config {args.config}')
+    cfg = config_lib.apply_overrides(cfg, overrides)
+    run_dir = os.path.abspath(os.path.join(cfg.runs_root, cfg.name))
+  try:
+    environments.validate_environment_name(cfg.env)
+  except ValueError as e:
+    raise UsageError(f'env: {e}') from e
+  return cfg, run_dir, bool(args.resume)
+
+
+def read_run_json(path: str, named_by: str) -> dict:
+  """A run directory's config.json as stored (not validated), or a
+  UsageError naming the flag and value (`named_by`) that pointed at it."""
+  try:
+    with open(path) as f:
+      data = json.load(f)
+  except (OSError, ValueError) as e:
+    raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                     f'({e})') from e
+  if not isinstance(data, dict):
+    raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                     f'(not a JSON object of fields: {type(data).__name__})')
+  return data
+
+
+def load_run_config_to_read(path: str, named_by: str):
+  """A run's config.json for a command that reads the run without running
+  it (collect-demos): what defines the run (environment, seed, networks,
+  losses, rounds) must pass this version's checks; the fields a resume may
+  change (budget, actors, periods, replay sizes) are not used, so values in
+  them that a later check refuses are replaced by stand-ins that pass (the
+  returned config's plumbing is not the run's: do not read it)."""
+  data = read_run_json(path, named_by)
+  try:
+    return config_lib.from_dict(data)
+  except ConfigError as e:
+    try:
+      return config_lib.from_dict(data, config_lib.plumbing_stand_ins(data))
+    except ConfigError as again:
+      raise UsageError(f'{named_by}: config.json is unreadable or invalid '
+                       f'({again}; as stored: {e})') from e

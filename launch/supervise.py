@@ -1,0 +1,141 @@
+"""A launch under watch: Launchpad set up for the run directory, the program
+launched, its progress shown, its node processes watched, and how it ended
+(`Outcome`) handed to the report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import threading
+import time
+from typing import Optional
+
+from tandem.launch import programs
+from tandem.launch import report
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  """How a launch ended, as the launcher saw it."""
+  interrupted: bool  # Ctrl-C (or SIGINT) in the launcher: it stopped the nodes
+  failed: bool       # a node failed, and Launchpad stopped the rest
+  # When the stop began (the limiter's lp.stop(), a failure, Ctrl-C), in
+  # seconds since the epoch; None where the launcher did not see it.
+  stop_time: Optional[float]
+
+
+def launch(program: programs.Program, cfg, rd, launch_type: str, *,
+           resume: bool, segment: int) -> Outcome:
+  """Launches `program` for the run directory `rd` and waits until it ends.
+  Node logs go to nodes/segment-<k>/."""
+  _set_up_launchpad(rd, cfg, segment)
+  import launchpad as lp
+  from tandem.agents.runtime import supervision
+  built = program.build(cfg, rd.root, resume=resume, segment=segment)
+  print(f'run directory: {rd.root}\nlaunching {launch_type} with '
+        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps')
+  stop_watch = threading.Event()
+  watcher = threading.Thread(target=_watch_progress,
+                             args=(rd.progress, stop_watch), daemon=True)
+  if launch_type == 'local_mp':
+    manager = lp.launch(built, launch_type='local_mp',
+                        terminal='output_to_files',
+                        local_resources=program.local_resources('local_mp'))
+    # When the grace period runs out, Launchpad SIGKILLs the nodes still
+    # stopping and, by default, its own launcher too (exit 137, nothing
+    # reported). Every local_mp node is a process, so the launcher can
+    # stay alive to say which node was killed and how to continue.
+    manager._kill_main_thread = False  # noqa: SLF001  (no public setting)
+  else:
+    manager = lp.launch(built, launch_type='local_mt')
+  watcher.start()
+  # Only local_mp has node processes to watch; local_mt's are threads.
+  deaths = supervision.DeathWatch(
+      rd.root, expected=len(program.node_names(cfg.num_actors)))
+  if launch_type == 'local_mp':
+    deaths.start()
+  # When the stop begins (Ctrl-C, a failed node, the limiter's lp.stop()):
+  # each node's stop path is timed from here.
+  stop_seen = []
+  threading.Thread(target=lambda: (manager.stop_event().wait(),
+                                   stop_seen.append(time.time())),
+                   daemon=True).start()
+  failed = False
+  stop_time = None
+  try:
+    manager.wait()
+  except KeyboardInterrupt:
+    stop_watch.set()
+    stop_time = time.time()
+    print('\ninterrupted; stopping the program', file=sys.stderr)
+    manager.stop_and_wait()
+    return Outcome(interrupted=True, failed=False, stop_time=stop_time)
+  except BaseException as e:  # noqa: BLE001  (a node failed; the manager stops the rest)
+    failed = True
+    stop_time = time.time()
+    print(f'\nprogram failed: {report.describe_failure(e)}', file=sys.stderr)
+    first = deaths.first(wait_s=2.0)
+    if first is not None:
+      print(f'the first node process to end was {first[1]} (pid {first[0]})',
+            file=sys.stderr)
+    try:
+      manager.wait(raise_error=False)
+    except BaseException:  # noqa: BLE001  (the failure above is the one reported)
+      pass
+  finally:
+    stop_watch.set()
+    deaths.stop()
+  return Outcome(interrupted=False, failed=failed,
+                 stop_time=stop_seen[0] if stop_seen else stop_time)
+
+
+def _set_up_launchpad(rd, cfg, segment: int) -> None:
+  """Node logs to this launch's segment folder, the launcher announced in the
+  run directory (nodes poll it), and the stop grace as Launchpad's notice."""
+  # Launchpad reads this when its file-output launcher is first imported;
+  # each launch writes its node logs to its own segment folder.
+  nodes_dir = rd.segment_nodes(segment)
+  os.environ['LAUNCHPAD_LOGGING_DIR'] = nodes_dir
+  # ... but only if that module is not imported yet, and acme imports
+  # launchpad (hence it) when our node modules load: set what it read.
+  from launchpad.launch.run_locally import launch_local_output_to_files
+  launch_local_output_to_files._LOGGING_DIR = nodes_dir  # noqa: SLF001
+  from tandem.agents.runtime import supervision
+  supervision.announce(rd.root, cfg.stop_grace_s)  # before any node starts
+  from absl import flags
+  # Read by Launchpad's worker manager when lp.launch creates it.
+  flags.FLAGS.lp_termination_notice_secs = int(math.ceil(cfg.stop_grace_s))
+
+
+def progress_line(progress: dict) -> str:
+  c = progress['counts']
+  ev = progress.get('last_eval_return')
+  eta = progress.get('eta_s')
+  # An adversarial run's learner steps are its generator's (MPO) steps.
+  disc = (f"{progress.get('discriminator_steps_per_s', 0.0):6.1f} "
+          'discriminator/s | ' if c.get('discriminator_steps') else '')
+  return (f"env steps {c['env_steps']:>8d}/{progress['budget']} | "
+          f"{progress['env_steps_per_s']:7.1f} env/s | "
+          f"{progress['learner_steps_per_s']:6.1f} learner/s | {disc}"
+          f"eval {'-' if ev is None else f'{ev:7.1f}'} | "
+          f"to budget {'-' if eta is None else f'{eta/60:5.1f} min'}")
+
+
+def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
+  tty = sys.stdout.isatty()
+  device_shown = False
+  while not stop.wait(period):
+    try:
+      with open(path) as f:
+        progress = json.load(f)
+      line = progress_line(progress)
+    except (OSError, ValueError, KeyError):
+      continue
+    if not device_shown and progress.get('learner_device'):
+      print(f"learner device: {progress['learner_device']}", flush=True)
+      device_shown = True
+    print(('\r' + line) if tty else line, end='' if tty else '\n',
+          flush=True)
