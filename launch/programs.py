@@ -49,16 +49,17 @@ class Program:
 # Each program's module, imported only when asked for: a program imports
 # Launchpad, Reverb and TensorFlow, which --show_config and --help need not.
 _MODULES = {'train': 'tandem.launch.mpo', 'train-ail': 'tandem.launch.ail'}
-# The command of each config class (exact classes: AILTrainConfig extends
-# TrainConfig).
+# The command of each config class; a subclass takes its nearest base's
+# (AILTrainConfig extends TrainConfig).
 _COMMANDS = {config_lib.TrainConfig: 'train',
              config_lib.AILTrainConfig: 'train-ail'}
 COMMANDS = tuple(_MODULES)
 
 
 def command_of(config_class: type) -> str:
-  """The command that trains runs of `config_class`."""
-  return _COMMANDS[config_class]
+  """The command that trains runs of `config_class` (or of the config class
+  it extends: a named config may return a subclass)."""
+  return next(_COMMANDS[c] for c in config_class.__mro__ if c in _COMMANDS)
 
 
 def for_command(command: str) -> Program:

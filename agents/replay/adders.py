@@ -15,8 +15,8 @@ from typing import Callable, Optional
 import dm_env
 import numpy as np
 
-from tandem.agents.replay.layouts import (POLL_MS, TABLE, TransitionLayout,
-                                          WindowLayout)
+from tandem.agents.replay import layouts
+from tandem.agents.replay.layouts import TABLE, TransitionLayout, WindowLayout
 from tandem.agents.runtime import lifecycle
 
 # Raised inside a blocked replay write once the program asked to stop.
@@ -35,7 +35,7 @@ def _interruptible(call, should_stop: Callable[[], bool]):
       return call(*args, timeout_ms=timeout_ms, **kwargs)
     while True:
       try:
-        return call(*args, timeout_ms=POLL_MS, **kwargs)
+        return call(*args, timeout_ms=layouts.POLL_MS, **kwargs)
       except reverb.errors.DeadlineExceededError:
         if should_stop():
           raise Stopped() from None

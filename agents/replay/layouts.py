@@ -15,7 +15,8 @@ one factor of γ fewer than the bootstrap needs (Γ = d₀·γd₁·…·γ^{n-1
 
 `WindowLayout` keeps every step of the n-step sum instead
 (`batches.Windows`), for learners that compute rewards themselves.
-Writing rows is adders.py's; reading them back as batches, streams.py's.
+`to_batch` and `to_windows` turn sampled rows into a learner's batch;
+writing rows is adders.py's, sampling them streams.py's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import numpy as np
 
 from tandem.agents.core.batches import Batch, Windows
 
-# How long one Reverb call waits (ms) before a stop request is checked.
+# How long one Reverb call of the adders and streams waits (ms) before a
+# stop request is checked; read at each call.
 POLL_MS = 500
 
 TABLE = 'transitions'

@@ -14,7 +14,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tandem.agents.replay.layouts import COLUMN, POLL_MS, TABLE
+from tandem.agents.replay import layouts
+from tandem.agents.replay.layouts import COLUMN, TABLE
 
 class ReplayUnavailable(RuntimeError):
   """Sampling from the replay server failed: it died, or stopped first."""
@@ -33,7 +34,8 @@ class BatchStream:
   def __init__(self, server_address: str, convert: Callable[[np.ndarray], Any],
                *, rows_per_call: int, table: str = TABLE, prefetch: int = 2):
     """convert: packed rows [rows_per_call, width] -> what get() returns
-    (e.g. `functools.partial(to_batch, layout=..., discount=..., k=, b=)`)."""
+    (e.g. `functools.partial(layouts.to_batch, layout=..., discount=...,
+    k=..., b=...)`)."""
     self._convert = convert
     self._args = (server_address, rows_per_call, table)
     self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
@@ -60,7 +62,7 @@ class BatchStream:
         dataset = reverb.TrajectoryDataset.from_table_signature(
             server_address=address, table=table,
             max_in_flight_samples_per_worker=2 * rows,
-            rate_limiter_timeout_ms=POLL_MS)
+            rate_limiter_timeout_ms=layouts.POLL_MS)
         dataset = dataset.batch(rows, drop_remainder=False)
         for sample in dataset.as_numpy_iterator():
           data = sample.data[COLUMN]
@@ -82,7 +84,7 @@ class BatchStream:
     """Queues `batch`, waiting for room; False if closed meanwhile."""
     while not self._closed.is_set():
       try:
-        self._queue.put(batch, timeout=POLL_MS / 1000)
+        self._queue.put(batch, timeout=layouts.POLL_MS / 1000)
         return True
       except queue.Full:
         pass
@@ -98,7 +100,7 @@ class BatchStream:
       return None
 
   def close(self, timeout: float = 1.0) -> None:
-    """Ends the thread: within POLL_MS while the server answers. At a
+    """Ends the thread: within layouts.POLL_MS while the server answers. At a
     program's stop the replay node usually goes first, and the thread then
     stays blocked in Reverb's client however long it is given (it is a
     daemon: the process exits regardless); a 5 s wait here was 5 s added to

@@ -23,3 +23,8 @@ def test_program_has_the_designed_nodes(tmp_path):
   sizes = {g: len(nodes) for g, nodes in program.groups.items()}
   assert sizes == {'replay': 1, 'counter': 1, 'learner': 1, 'actor': 3,
                    'evaluator': 1, 'limiter': 1}
+  # The names crash reports and stop markers use: one per node, by group.
+  names = mpo.node_names(tc.num_actors)
+  assert len(set(names)) == len(names)
+  assert {g: sum(n.rsplit('_', 1)[0] == g for n in names)
+          for g in sizes} == sizes

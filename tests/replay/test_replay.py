@@ -277,7 +277,7 @@ def test_rows_the_limiter_counted_reach_the_learner_across_timeouts(
   # against the learner's allowance: dropping them (a batch with
   # drop_remainder) lost every sample here, and the learner never stepped.
   import time
-  monkeypatch.setattr(streams, 'POLL_MS', 100)
+  monkeypatch.setattr(layouts, 'POLL_MS', 100)
   layout = layouts.TransitionLayout(2, 1)
   server = reverb.Server([layouts.make_table(
       layout, max_size=1000, min_size=4, samples_per_insert=4.0,
