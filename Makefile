@@ -45,7 +45,7 @@ $(LINT_STAMP): $(STAMP) requirements-lint.lock
 	@touch $(LINT_STAMP)
 
 lint: $(LINT_STAMP)
-	$(VENV)/bin/ruff check --no-cache agents launch configs tests bench
+	$(VENV)/bin/ruff check --no-cache agents launch configs tests bench studies
 	$(VENV)/bin/lint-imports --no-cache
 
 bench: venv

@@ -5,3 +5,19 @@ import os
 # The repository's root, for tests that start processes there or read files
 # beside the code.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_script(folder: str, name: str):
+  """<folder>/<name>.py of the checkout (bench/, studies/: folders of scripts,
+  not packages) as a module; the folder joins sys.path for the scripts' own
+  helpers (_checkout, _timing, _cells)."""
+  import importlib.util
+  import sys
+  where = os.path.join(REPO_ROOT, folder)
+  if where not in sys.path:
+    sys.path.insert(0, where)
+  spec = importlib.util.spec_from_file_location(
+      name, os.path.join(where, f'{name}.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module

@@ -88,7 +88,7 @@ class DualConfig:
   init_temperature: float = 10.0
   # η_penalty's start; 0 means init_temperature's value (Acme starts both
   # temperatures from one value). Separate so that a study can move η's
-  # start alone (bench/dual_study.py's adam1_cold).
+  # start alone (studies/dual_study.py's adam1_cold).
   init_penalty_temperature: float = 0.0
   init_alpha_mean: float = 10.0
   init_alpha_stddev: float = 1000.0

@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from tests.bench import REPO_ROOT, load_script
+from tests import REPO_ROOT, load_script
 
-parts = load_script('learner_parts')
+parts = load_script('bench', 'learner_parts')
 
 LAYERS, B, N = (32, 32), 16, 4
 ARGS = ['--tasks', 'cartpole_swingup', '--block_seconds', '0.02',

@@ -1,4 +1,4 @@
-"""bench/dual_study.py: the strategies' configs, the cell plan and the
+"""studies/dual_study.py: the strategies' configs, the cell plan and the
 summary's figures, on run directories written by hand (no training)."""
 
 import csv
@@ -14,13 +14,13 @@ from tandem.launch import cli
 from tandem.launch import config as config_lib
 from tandem.launch import notes
 from tandem.launch import resolve
-from tests.bench import REPO_ROOT, load_script
+from tests import REPO_ROOT, load_script
 
 MAKE_RUN = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':make_run'
 TINY = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':tiny'
 
 
-ds = load_script('dual_study')
+ds = load_script('studies', 'dual_study')
 
 # What each strategy must be, written out independently of the module:
 # (num_steps, temperature optimizer, solver, temperature_for_weights).
@@ -593,7 +593,7 @@ def test_find_cells_reads_strategy_names_with_underscores(tmp_path):
 
 def test_the_default_records_dir_is_in_the_repo_per_config():
   assert ds.default_records_dir('walker_stand') == os.path.join(
-      REPO_ROOT, 'bench', 'results', 'dual_study_walker_stand')
+      REPO_ROOT, 'studies', 'results', 'dual_study_walker_stand')
 
 
 def test_summary_records_counted_cells_only(study, capsys):

@@ -2,7 +2,7 @@
 expert's transitions and on sampled episodes of the checkpoint's policy: the
 diagnostic behind BENCHMARKS.md's AIRL tables (Adversarial imitation).
 
-    python bench/airl_diagnostics.py RUN_DIR [--checkpoint PATH]
+    python studies/airl_diagnostics.py RUN_DIR [--checkpoint PATH]
         [--demos FILE.npz] [--episodes 1] [--seed 5]
 
 RUN_DIR is a `tandem train-ail` run of an AIRL config; the checkpoint is its
@@ -32,8 +32,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # binds `tandem` to this checkout
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import jax
 import jax.numpy as jnp

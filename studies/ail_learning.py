@@ -2,10 +2,10 @@
 cartpole:swingup: runs every (kind, seed) cell, then summarises how fast and
 how far the true evaluation return climbs towards the expert's.
 
-    python bench/ail_learning.py run --kinds gail,airl --seeds 0,1,2
+    python studies/ail_learning.py run --kinds gail,airl --seeds 0,1,2
         [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
         [--records_dir DIR] [--png PNG] [--dry_run]
-    python bench/ail_learning.py summary [--runs_root runs/ail_learning]
+    python studies/ail_learning.py summary [--runs_root runs/ail_learning]
         [--kinds gail,airl] [--demos FILE.npz] [--records_dir DIR] [--png PNG]
 
 `run` trains the cells one at a time (`tandem train-ail`, from the repo
@@ -36,11 +36,11 @@ import shlex
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # binds `tandem` to this checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _cells
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from tandem.agents.runtime import logs
-import _cells  # bench/_cells.py
+import _cells  # studies/_cells.py
 
 KINDS = ('gail', 'airl')
 FRACTIONS = (0.5, 0.9)
@@ -170,7 +170,7 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
 
 
 # ------------------------------------------------------ committed records
-# (bench/_cells.py says why.) A record holds what the figures are computed
+# (studies/_cells.py says why.) A record holds what the figures are computed
 # from, never the figures alone, so a change of the statistics recomputes
 # them.
 
@@ -179,7 +179,7 @@ RecordError = _cells.RecordError  # a record that cannot be read as its cell
 
 
 def default_records_dir(runs_root: str) -> str:
-  return os.path.join(REPO_ROOT, 'bench', 'results',
+  return os.path.join(REPO_ROOT, 'studies', 'results',
                       os.path.basename(os.path.normpath(runs_root)))
 
 
@@ -465,7 +465,7 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
 
 
 def run_cell(command, log_path: str) -> int:
-  """One cell from the repo root (bench/_cells.py)."""
+  """One cell from the repo root (studies/_cells.py)."""
   return _cells.run_cell(command, log_path, REPO_ROOT, 'ail_learning')
 
 
@@ -558,7 +558,7 @@ def main(argv=None) -> int:
                    help='expert demonstrations (default: %(default)s)')
     q.add_argument('--png', help='write the curves PNG here')
     q.add_argument('--records_dir',
-                   help='committed cell records (default: bench/results/'
+                   help='committed cell records (default: studies/results/'
                    "<the runs root's folder name>); '' for none")
   args = p.parse_args(argv)
   # The runs go from the repo root: make every path absolute now.

@@ -1,4 +1,4 @@
-"""bench/airl_diagnostics.py on a checkpoint written by hand (no training):
+"""studies/airl_diagnostics.py on a checkpoint written by hand (no training):
 it reads the run's config, its latest checkpoint and counts, and measures
 the drift it exists to show (a policy mean beyond the box)."""
 
@@ -14,10 +14,10 @@ from tandem.agents.core import checkpointing
 from tandem.configs import ail as ail_configs
 from tandem.launch import ail as launch_ail
 from tandem.launch import config as config_lib
-from tests.bench import load_script
+from tests import load_script
 from tests.integration import demo_data
 
-tool = load_script('airl_diagnostics')
+tool = load_script('studies', 'airl_diagnostics')
 
 
 @pytest.fixture(scope='module')

@@ -1,11 +1,11 @@
-"""Running one cell of a multi-run study (bench/ail_learning.py,
-bench/dual_study.py): a `tandem` command whose output goes to the terminal
+"""Running one cell of a multi-run study (studies/ail_learning.py,
+studies/dual_study.py): a `tandem` command whose output goes to the terminal
 and is appended to the cell's log; and the cell's committed record.
 
 Run directories live under runs/, which git ignores: they are gone on the
 next machine, and with them hours of finished cells. So each study also
 writes every finished cell, small and deterministic, to a records directory
-inside the repo (bench/results/<study>/<cell>.json), which is committed; a
+inside the repo (studies/results/<study>/<cell>.json), which is committed; a
 study skips a recorded cell and summarises it where no run directory is.
 """
 

@@ -1,6 +1,6 @@
 """Summarises learning runs: eval return vs global env steps, per seed.
 
-    python bench/learning_curves.py RUN_DIR [RUN_DIR ...] [--target 700] [--png out.png]
+    python studies/learning_curves.py RUN_DIR [RUN_DIR ...] [--target 700] [--png out.png]
 
 Prints a markdown table of evaluation returns at each evaluation point, the
 final evaluation of each run, the median over runs, and for each run the
@@ -14,10 +14,7 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _checkout  # noqa: F401  (binds `tandem` to this checkout)
 from tandem.agents.runtime import logs
 
 

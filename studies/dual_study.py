@@ -3,11 +3,11 @@ then a table of how well and how fast each strategy learns, with a paired
 comparison against the reference (`adam1`, or the strategy --reference
 names).
 
-    python bench/dual_study.py run [--config configs/mpo.py:make_run]
+    python studies/dual_study.py run [--config configs/mpo.py:make_run]
         [--task_label cartpole:swingup] [--strategies adam1,adam10,...]
         [--seeds 0,1,2,3,4] [--budget 100000] [--runs_root DIR] [--png PNG]
         [--records_dir DIR] [--reference adam1] [--dry_run]
-    python bench/dual_study.py summary [--config ...] [--task_label ...]
+    python studies/dual_study.py summary [--config ...] [--task_label ...]
         [--strategies ...] [--seeds ...] [--budget N] [--runs_root DIR]
         [--png PNG] [--records_dir DIR] [--reference adam1]
 
@@ -71,7 +71,7 @@ recorded config is not the strategy's is refused, never continued. After
 each cell it writes the summary so far. --dry_run prints what it would run.
 
 Every finished cell is also recorded in RECORDS_DIR (default
-bench/results/dual_study_<config name>/<strategy>_s<seed>.json, in the
+studies/results/dual_study_<config name>/<strategy>_s<seed>.json, in the
 repo): its config.json, final.json, evaluation curve and learner figures,
 small and deterministic. runs/ is not kept from one machine to the next;
 the records are committed, so a study continues on a fresh clone: `run`
@@ -102,11 +102,11 @@ import shlex
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _checkout import REPO_ROOT  # binds `tandem` to this checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _cells
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from tandem.agents.runtime import logs
-import _cells  # bench/_cells.py
+import _cells  # studies/_cells.py
 from tandem.agents.core.fields import ConfigError
 from tandem.launch import config as config_lib
 
@@ -595,7 +595,7 @@ def run_parts(run_dir: str) -> tuple:
 # A run directory lives under runs/, which git ignores: it is gone on the
 # next machine, and with it hours of finished cells. So every finished cell
 # whose config is its strategy's is also written, small and deterministic,
-# to a records directory inside the repo (default bench/results/
+# to a records directory inside the repo (default studies/results/
 # dual_study_<config name>/<cell>.json), which is committed; `run` skips a
 # recorded cell and `summary` counts it where no finished run directory
 # exists. A record holds the parts the figures are computed from, never the
@@ -606,7 +606,7 @@ RecordError = _cells.RecordError  # a record that cannot be read as its cell
 
 
 def default_records_dir(config_name: str) -> str:
-  return os.path.join(REPO_ROOT, 'bench', 'results',
+  return os.path.join(REPO_ROOT, 'studies', 'results',
                       f'dual_study_{config_name}')
 
 
@@ -1091,7 +1091,7 @@ def summarise(runs_root: str, config_spec: str, strategies, seeds=None,
 
 
 def run_cell(command, log_path: str) -> int:
-  """One cell from the repo root (bench/_cells.py)."""
+  """One cell from the repo root (studies/_cells.py)."""
   return _cells.run_cell(command, log_path, REPO_ROOT, 'dual_study')
 
 
@@ -1257,7 +1257,7 @@ def make_parser() -> argparse.ArgumentParser:
                    'name> in the repo')
     q.add_argument('--png', help='default: RUNS_ROOT/dual_study.png')
     q.add_argument('--records_dir', help='where finished cells are recorded '
-                   'for git (default: bench/results/dual_study_<config '
+                   'for git (default: studies/results/dual_study_<config '
                    'name> in the repo)')
   return p
 

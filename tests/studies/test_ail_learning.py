@@ -1,4 +1,4 @@
-"""bench/ail_learning.py's committed records on hand-written run
+"""studies/ail_learning.py's committed records on hand-written run
 directories (no training): a finished cell is recorded, a fresh clone's
 summary from the records alone equals the one from the run directories, a
 recorded cell is never rerun, and a bad record is refused by name."""
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from tests.bench import load_script
+from tests import load_script
 
-al = load_script('ail_learning')
+al = load_script('studies', 'ail_learning')
 
 DEMOS = '/nonexistent/demos.npz'  # the expert mean falls back to 869.36
 
@@ -139,9 +139,9 @@ def test_another_runs_record_is_never_overwritten(study, capsys):
 
 def test_each_runs_root_has_its_own_default_records_dir():
   assert al.default_records_dir('/x/runs/ail_learning/') == os.path.join(
-      al.REPO_ROOT, 'bench', 'results', 'ail_learning')
+      al.REPO_ROOT, 'studies', 'results', 'ail_learning')
   assert al.default_records_dir('runs/ail_airl_bcfloor') == os.path.join(
-      al.REPO_ROOT, 'bench', 'results', 'ail_airl_bcfloor')
+      al.REPO_ROOT, 'studies', 'results', 'ail_airl_bcfloor')
 
 
 def test_run_skips_a_cell_recorded_elsewhere(tmp_path, capsys):

@@ -1,0 +1,1 @@
+"""Tests of the study scripts under studies/."""
