@@ -20,6 +20,7 @@ from tandem.launch import notes
 from tandem.launch import programs
 from tandem.launch import replay_checks
 from tandem.launch import resolve
+from tandem.launch import resuming
 from tandem.launch.errors import UsageError
 
 
@@ -261,7 +262,7 @@ def record_config_history(rd, cfg, resume: bool) -> int:
     except ConfigError as e:
       raise UsageError(f'--resume {rd.root}: config.json: {e}') from e
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
-               config_lib.check_resume_overrides(old, cfg).items()}
+               resuming.check_resume_overrides(old, cfg).items()}
   path = os.path.join(rd.root, 'config_history.jsonl')
   lines, torn = 0, False
   if os.path.isfile(path):

@@ -12,6 +12,7 @@ from tandem.agents.core.fields import ConfigError
 from tandem.launch import config as config_lib
 from tandem.launch import programs
 from tandem.launch import replay_checks
+from tandem.launch import resuming
 from tandem.launch.errors import UsageError
 
 
@@ -93,12 +94,12 @@ def resolve_train_config(args, extra: Sequence[str],
     check_kind(config_lib.config_class(data), command,
                 f'--resume {args.resume}')
     try:
-      resumed, changed = config_lib.resume_config(data, overrides)
-    except config_lib.StoredConfigError as e:
+      resumed, changed = resuming.resume_config(data, overrides)
+    except resuming.StoredConfigError as e:
       raise UsageError(
           f'--resume {args.resume}: config.json fails a check of this '
           f'version of Tandem: {e}. If that field is one a resume may change '
-          f'({", ".join(sorted(config_lib.RESUMABLE_FIELDS))}), add '
+          f'({", ".join(sorted(resuming.RESUMABLE_FIELDS))}), add '
           '--<field>=<value> with a value it accepts; otherwise resume with '
           'the code the run was started with (its commit is in '
           'config_history.jsonl)') from e
@@ -149,7 +150,7 @@ def load_run_config_to_read(path: str, named_by: str):
     return config_lib.from_dict(data)
   except ConfigError as e:
     try:
-      return config_lib.from_dict(data, config_lib.plumbing_stand_ins(data))
+      return config_lib.from_dict(data, resuming.plumbing_stand_ins(data))
     except ConfigError as again:
       raise UsageError(f'{named_by}: config.json is unreadable or invalid '
                        f'({again}; as stored: {e})') from e

@@ -16,7 +16,7 @@ from tandem.agents.ail.demo_format import (ACTIONS, DISCOUNTS, EPISODE_INDEX,
                                            EPISODE_RETURNS, NEXT_OBSERVATIONS,
                                            OBSERVATIONS, REWARDS, STEP_INDEX,
                                            DemoError, Demonstrations)
-from tandem.agents.envs import environments
+from tandem.agents.envs import wrappers
 
 # Arrays every file holds whatever its observation layout.
 _REQUIRED = (ACTIONS, REWARDS, DISCOUNTS, EPISODE_INDEX, STEP_INDEX)
@@ -355,7 +355,7 @@ def validate(arrays: Mapping[str, np.ndarray], source: str, *,
           'expected at least one transition, found 0 rows (empty file).')
   # The environment tolerates this much float32 slack in actions; so do we.
   _check_range(action, -1.0, 1.0, source, ACTIONS,
-               tolerance=environments.ACTION_TOLERANCE)
+               tolerance=wrappers.ACTION_TOLERANCE)
   episode_index, step_index = indices[EPISODE_INDEX], indices[STEP_INDEX]
   _check_discounts_are_the_environments(discount, episode_index, source)
   starts = _episode_starts(episode_index, step_index, source)

@@ -16,7 +16,7 @@ observation size, D the action size and E the number of episodes:
 * `next_observations` [T, O] or `next_observations_<key>` [T, k] float: the
   observation after action i, in the same layouts;
 * `actions` [T, D] float, in [-1, 1]: Tandem's normalised action box
-  (`environments.NormalizedEnvironment`), not the native bounds;
+  (`wrappers.NormalizedEnvironment`), not the native bounds;
 * `rewards` [T] float: the reward after action i;
 * `discounts` [T] float, 0 or 1: the environment's discount after action i
   (0 where the episode terminated, 1 otherwise, time limits included), not

@@ -14,6 +14,7 @@ from tandem.agents.ail.demo_format import (  # re-exported: the module's API
     OBSERVATIONS, REWARDS, STEP_INDEX, DemoError, Demonstrations)
 from tandem.agents.core import files
 from tandem.agents.envs import environments
+from tandem.agents.envs import wrappers
 from tandem.agents.mpo import actor as actor_lib
 
 __all__ = ['DemoError', 'Demonstrations', 'observation_keys', 'load',
@@ -28,7 +29,7 @@ def observation_keys(env) -> Optional[list[tuple[str, int]]]:
   """The per-key observation layout of an environment, if it has one.
 
   Args:
-    env: a Tandem environment (`environments.NormalizedEnvironment`, whose
+    env: a Tandem environment (`wrappers.NormalizedEnvironment`, whose
       `.environment` is the wrapped one); any other `dm_env.Environment` is
       inspected directly.
 
@@ -39,12 +40,12 @@ def observation_keys(env) -> Optional[list[tuple[str, int]]]:
     nested mapping, whose files must use the flat `observations` layout.
   """
   inner = (env.environment
-           if isinstance(env, environments.NormalizedEnvironment) else env)
+           if isinstance(env, wrappers.NormalizedEnvironment) else env)
   spec = inner.observation_spec()
   if not isinstance(spec, Mapping) or any(
       isinstance(s, Mapping) for s in spec.values()):
     return None
-  return [(str(key), environments.flat_size(s)) for key, s in spec.items()]
+  return [(str(key), wrappers.flat_size(s)) for key, s in spec.items()]
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import dm_env
 
-from tandem.agents.envs import environments
+from tandem.agents.envs import wrappers
 
 PHASES = ('reset', 'step', 'rebuild')
 
@@ -174,7 +174,7 @@ class RebuildingEnv:
     lost; call `reset`)."""
     try:
       timestep = self._env.step(action)
-    except environments.ActionError:
+    except wrappers.ActionError:
       raise  # the agent's bug, not the environment's: a new one won't help
     except Exception as e:  # noqa: BLE001  (any environment fault: counted, env rebuilt)
       self._replace('step', e)

@@ -70,11 +70,12 @@ def test_resume_refuses_a_changed_bc_field(start, path, value):
   # The weight schedule is part of what the checkpoint's run means.
   from tandem.configs import ail as named
   from tandem.launch import config as launch_config
+  from tandem.launch import resuming
   old = launch_config.apply_overrides(named.gail_cartpole(), start)
   new = launch_config.apply_overrides(old, {path: value})
-  assert path not in launch_config.RESUMABLE_FIELDS
+  assert path not in resuming.RESUMABLE_FIELDS
   with pytest.raises(ValueError, match=path.replace('.', '\\.')):
-    launch_config.check_resume_overrides(old, new)
+    resuming.check_resume_overrides(old, new)
 
 
 def test_a_config_file_from_before_bc_loads_with_bc_off():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tandem.agents.envs import env_faults
-from tandem.agents.envs import environments
+from tandem.agents.envs import wrappers
 from tandem.agents.envs.env_faults import ENV_FAULTS
 from tandem.agents.runtime.rundir import RunDir, read_errors
 
@@ -212,15 +212,15 @@ def test_a_bad_action_is_the_agents_bug_not_a_fault(tmp_path):
 
   class Strict(ScriptedEnv):
     def step(self, action):
-      environments.check_action(action, 1)
+      wrappers.check_action(action, 1)
       return super().step(action)
 
   env = env_faults.RebuildingEnv(lambda seed: Strict(0), lambda k: k, faults)
   env.reset()
-  with pytest.raises(environments.ActionError, match='non-finite'):
+  with pytest.raises(wrappers.ActionError, match='non-finite'):
     env.step(np.array([np.nan]))
   assert faults.total == 0
-  assert issubclass(environments.ActionError, ValueError)
+  assert issubclass(wrappers.ActionError, ValueError)
 
 
 def test_recover_on_is_checked(tmp_path):

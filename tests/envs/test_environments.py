@@ -10,6 +10,7 @@ import pytest
 
 from tandem.agents.core.specs import Dims
 from tandem.agents.envs import environments
+from tandem.agents.envs import wrappers
 
 
 def _fresh(name, seed=0):
@@ -93,12 +94,12 @@ def test_dm_control_observation_concatenated_in_dict_order():
 def test_flatten_observation_keeps_mapping_order_and_scalars():
   # 'z' before 'a': sorted flattening (as dm-tree does) would give [2, 3, 1].
   obs = {'z': 1.0, 'a': np.array([[2.0], [3.0]])}
-  got = environments.flatten_observation(obs)
+  got = wrappers.flatten_observation(obs)
   np.testing.assert_array_equal(got, [1.0, 2.0, 3.0])
   assert got.dtype == np.float32
   spec = {'z': dm_env.specs.Array((), np.float64),
           'a': dm_env.specs.Array((2, 1), np.float64)}
-  assert environments.flat_size(spec) == 3
+  assert wrappers.flat_size(spec) == 3
 
 
 # ---------------------------------------------------------------------------
@@ -162,14 +163,14 @@ def test_rescale_action_asymmetric_bounds():
                            ([0.0, 0.0], [5.0, -1.0]),
                            ([0.5, -0.5], [7.5, -2.0])]:
     np.testing.assert_allclose(
-        environments.rescale_action(np.array(action), minimum, maximum),
+        wrappers.rescale_action(np.array(action), minimum, maximum),
         expected)
 
 
 def test_gym_adapter_rescales_per_dimension():
   fake = _CountdownEnv()
-  env = environments.NormalizedEnvironment(
-      environments.GymnasiumAdapter(fake, seed=0))
+  env = wrappers.NormalizedEnvironment(
+      wrappers.GymnasiumAdapter(fake, seed=0))
   assert env.action_spec().shape == (2,)
   env.reset()
   env.step(np.array([-1.0, 1.0]))
@@ -260,8 +261,8 @@ def test_gym_truncation_has_discount_one_and_step_after_last_restarts():
 @pytest.mark.parametrize('truncate', [False, True])
 def test_gym_termination_has_discount_zero(truncate):
   fake = _CountdownEnv(terminate=True, truncate=truncate)
-  env = environments.NormalizedEnvironment(
-      environments.GymnasiumAdapter(fake, seed=0))
+  env = wrappers.NormalizedEnvironment(
+      wrappers.GymnasiumAdapter(fake, seed=0))
   env.reset()
   action = np.zeros((2,))
   steps = [env.step(action) for _ in range(3)]
@@ -279,8 +280,8 @@ def test_gym_termination_has_discount_zero(truncate):
 
 def test_gym_step_before_reset_starts_an_episode():
   fake = _CountdownEnv()
-  env = environments.NormalizedEnvironment(
-      environments.GymnasiumAdapter(fake, seed=0))
+  env = wrappers.NormalizedEnvironment(
+      wrappers.GymnasiumAdapter(fake, seed=0))
   assert env.step(np.zeros((2,))).first()
   assert fake.resets == 1 and not fake.actions
 

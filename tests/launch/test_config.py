@@ -8,6 +8,7 @@ from tandem.agents.envs import environments
 from tandem.agents.core.fields import ConfigError
 from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
+from tandem.launch import resuming
 
 
 def test_every_named_config_builds_and_names_a_known_task():
@@ -110,7 +111,7 @@ def test_max_consecutive_env_faults_defaults_to_5_and_may_change_on_resume():
   assert old.max_consecutive_env_faults == 5
   new = config_lib.apply_overrides(old, {'max_consecutive_env_faults': '0'})
   assert new.max_consecutive_env_faults == 0
-  assert config_lib.check_resume_overrides(old, new) == {
+  assert resuming.check_resume_overrides(old, new) == {
       'max_consecutive_env_faults': (5, 0)}
 
 

@@ -134,11 +134,12 @@ def test_resume_refuses_a_changed_init_clip_mode_or_policy_mean(path, value):
   # They change what the checkpoint's run means (and `grad_clip_mode` the
   # optimizer state's structure), so they are not RESUMABLE_FIELDS.
   from tandem.launch import config as launch_config
+  from tandem.launch import resuming
   old = launch_config.TrainConfig()
   new = launch_config.apply_overrides(old, {path: value})
-  assert path not in launch_config.RESUMABLE_FIELDS
+  assert path not in resuming.RESUMABLE_FIELDS
   with pytest.raises(config.ConfigError, match=path.replace('.', '\\.')):
-    launch_config.check_resume_overrides(old, new)
+    resuming.check_resume_overrides(old, new)
   # A config file without these fields loads with the defaults: the
   # behaviour of a run that has none of them.
   data = launch_config.to_dict(old)
