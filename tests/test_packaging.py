@@ -5,6 +5,7 @@ locked version."""
 
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,3 +73,13 @@ def test_image_copies_every_installed_package():
 def test_cuda_build_installs_the_locked_jax():
   cuda = re.search(r'jax\[cuda12\]==([\d.]+)', _read('Dockerfile'))
   assert cuda and cuda.group(1) == _lock()['jax'] == _lock()['jaxlib']
+
+
+def test_only_tandem_is_installed(tmp_path):
+  # Outside the checkout, the generic folder names are not importable: they
+  # install as tandem.agents, tandem.launch and tandem.configs.
+  def imports(module):
+    return subprocess.run([sys.executable, '-c', f'import {module}'],
+                          cwd=tmp_path, capture_output=True).returncode == 0
+  assert not any(imports(m) for m in ('agents', 'launch', 'configs'))
+  assert imports('tandem.launch.cli') and imports('tandem.agents.mpo.learner')

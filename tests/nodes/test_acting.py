@@ -9,6 +9,8 @@ import pytest
 
 from tandem.agents.nodes import acting
 
+from tandem.agents.nodes import node_envs
+
 
 class _Episodic(dm_env.Environment):
   """Episodes of `length` steps; reward = 1 + the action's first entry;
@@ -122,13 +124,13 @@ def test_adders_must_match_environments():
 
 
 def test_seeds_differ_across_actors_environments_and_roles():
-  seeds = {acting.seed_for(0, acting.ACTOR_ENVS, a, k)
+  seeds = {node_envs.seed_for(0, node_envs.ACTOR_ENVS, a, k)
            for a in range(50) for k in range(8)}
-  seeds.add(acting.seed_for(0, acting.EVALUATOR_ENV))
-  seeds.add(acting.seed_for(1, acting.ACTOR_ENVS, 0, 0))
+  seeds.add(node_envs.seed_for(0, node_envs.EVALUATOR_ENV))
+  seeds.add(node_envs.seed_for(1, node_envs.ACTOR_ENVS, 0, 0))
   assert len(seeds) == 50 * 8 + 2
-  assert acting.seed_for(3, acting.ACTOR_POLICY, 1) == \
-      acting.seed_for(3, acting.ACTOR_POLICY, 1)
+  assert node_envs.seed_for(3, node_envs.ACTOR_POLICY, 1) == \
+      node_envs.seed_for(3, node_envs.ACTOR_POLICY, 1)
   assert all(0 <= s < 2**32 for s in seeds)
 
 
@@ -155,22 +157,22 @@ def test_run_episodes_returns_and_optionally_records():
 
 def test_each_resume_draws_new_actor_and_evaluator_streams_reproducibly():
   # The first launch keeps the run seed's own paths.
-  assert acting.launch_seed_path(5, 1) == (5,)
+  assert node_envs.launch_seed_path(5, 1) == (5,)
   paths = lambda seg: (
-      [(*acting.launch_seed_path(5, seg), acting.ACTOR_ENVS, a, k)
+      [(*node_envs.launch_seed_path(5, seg), node_envs.ACTOR_ENVS, a, k)
        for a in range(3) for k in range(4)] +
-      [(*acting.launch_seed_path(5, seg), acting.ACTOR_POLICY, a)
+      [(*node_envs.launch_seed_path(5, seg), node_envs.ACTOR_POLICY, a)
        for a in range(3)] +
-      [(*acting.launch_seed_path(5, seg), acting.EVALUATOR_ENV)])
-  seeds = {seg: [acting.seed_for(*p) for p in paths(seg)]
+      [(*node_envs.launch_seed_path(5, seg), node_envs.EVALUATOR_ENV)])
+  seeds = {seg: [node_envs.seed_for(*p) for p in paths(seg)]
            for seg in (1, 2, 3)}
   # Distinct streams within a launch and across launches ...
   everything = [s for seg in seeds.values() for s in seg]
   assert len(set(everything)) == len(everything)
   # ... and a repeated resume draws the same ones.
-  assert seeds[2] == [acting.seed_for(*p) for p in paths(2)]
+  assert seeds[2] == [node_envs.seed_for(*p) for p in paths(2)]
   with pytest.raises(ValueError, match='segment'):
-    acting.launch_seed_path(5, 0)
+    node_envs.launch_seed_path(5, 0)
   # The nodes take their root from the segment they are launched in.
   from tandem.configs import mpo as named
   tc = named.tiny()
@@ -178,9 +180,9 @@ def test_each_resume_draws_new_actor_and_evaluator_streams_reproducibly():
   class _Replay:
     server_address = 'localhost:0'  # never contacted
   node = acting.ActorNode(tc, 0, _Replay(), None, None, '/tmp/x', segment=3)
-  assert node._root == acting.launch_seed_path(tc.seed, 3)
+  assert node._root == node_envs.launch_seed_path(tc.seed, 3)
   ev = acting.EvaluatorNode(tc, None, None, '/tmp/x', segment=2)
-  assert ev._root == acting.launch_seed_path(tc.seed, 2)
+  assert ev._root == node_envs.launch_seed_path(tc.seed, 2)
 
 
 @pytest.mark.parametrize('env_steps, expected', [

@@ -25,6 +25,7 @@ from tandem.agents.replay import layouts
 from tandem.agents.envs.env_faults import ENV_FAULTS
 from tandem.agents.runtime.rundir import RunDir, read_errors
 from tandem.agents.nodes import acting
+from tandem.agents.nodes import node_envs
 from tandem.agents.mpo import networks
 from tandem.agents.mpo.config import MPOConfig
 from tandem.launch.config import TrainConfig
@@ -146,11 +147,11 @@ def test_actor_survives_step_and_reset_faults_and_replay_never_crosses_one(
   assert counts['env_steps'] == calls - 1
   assert len(program.factory.built) == 4
   # Rebuilt environments draw fresh, reproducible seeds.
-  path = (7, acting.ACTOR_ENVS, 0, 0)
+  path = (7, node_envs.ACTOR_ENVS, 0, 0)
   assert program.factory.seeds == [
-      acting.env_seed(path, 0), acting.env_seed((7, acting.ACTOR_ENVS, 0, 1),
+      node_envs.env_seed(path, 0), node_envs.env_seed((7, node_envs.ACTOR_ENVS, 0, 1),
                                                 0),
-      acting.env_seed(path, 1), acting.env_seed(path, 2)]
+      node_envs.env_seed(path, 1), node_envs.env_seed(path, 2)]
   assert len(set(program.factory.seeds)) == 4
 
   obs, next_obs = _transitions()
@@ -214,7 +215,7 @@ def test_evaluator_reports_only_whole_episodes(program):
   built = program.factory.built
   assert len(built) == 3 and built[2].steps == 10
   assert program.factory.seeds[1:] == [
-      acting.env_seed((7, acting.EVALUATOR_ENV), k) for k in (1, 2)]
+      node_envs.env_seed((7, node_envs.EVALUATOR_ENV), k) for k in (1, 2)]
   written = logs.read_csv(os.path.join(program.rd.logs, 'evaluator.csv'))
   assert written[-1]['env_faults'] == 2
   assert read_errors(program.rd) == {}
@@ -245,7 +246,7 @@ def test_recorded_episodes_exclude_faulted_ones(program, tmp_path):
   not be among them."""
   faults = env_faults.EnvFaults('evaluator', ENV, 3, str(tmp_path))
   program.factory.plans = [{'fail_step': 8}]
-  env = acting.rebuilding_env(ENV, (7, acting.EVALUATOR_ENV), faults,
+  env = node_envs.rebuilding_env(ENV, (7, node_envs.EVALUATOR_ENV), faults,
                               recover_on='episode')
   actor = type('Zero', (), {'select_action':
                             staticmethod(lambda o: np.zeros(ACT,
