@@ -36,7 +36,7 @@ def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
 
 def checkpoint_mismatch(tc: AILTrainConfig, metadata: dict) -> Optional[str]:
   """Why a checkpoint cannot resume under `tc`, or None: its round plan
-  (recorded since 2026-12-04; older checkpoints have none) must be tc's."""
+  must be tc's (a checkpoint that records none is not checked)."""
   saved = metadata.get('round_plan') or {}
   want = ail_learner.plan_record(tc.ail)
   # Only the fields both hold: a field added to the record later must not

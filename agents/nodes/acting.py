@@ -259,8 +259,7 @@ def first_evaluation_at(env_steps: int, period: int) -> int:
 
   Within the first period it evaluates at once, so every run's curve starts
   with its initial policy whether the evaluator or the actors started
-  first (it used to do so only when no env step had been counted yet);
-  later (a resume) at the next multiple of `period`.
+  first; later (a resume) at the next multiple of `period`.
   """
   return 0 if env_steps < period else (env_steps // period + 1) * period
 

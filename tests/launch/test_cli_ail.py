@@ -299,7 +299,8 @@ def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
 def test_collect_demos_reads_a_run_whose_stored_plumbing_a_newer_check_refuses(
     capsys, tmp_path, monkeypatch):
   # Collecting uses the environment, seed and networks; an actor refresh
-  # period that TrainConfig has refused since 9564dfb does not matter to it.
+  # period that TrainConfig now refuses (an older Tandem wrote it) does not
+  # matter to it.
   import json
   rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
   data = make_config_stale(rd.config)
