@@ -16,6 +16,9 @@ DemoError = demonstrations.DemoError
 
 EXPERT_PATH = os.path.join(REPO_ROOT, '..', 'shared', 'demos',
                            'cartpole_swingup_expert.npz')
+# Its first two episodes, in the repository (tests/data/make_cartpole_expert_2ep.py).
+SMALL_EXPERT_PATH = os.path.join(REPO_ROOT, 'tests', 'data',
+                                 'cartpole_swingup_expert_2ep.npz')
 
 # A dm_control-like layout, with two action dims so that width errors show.
 KEYS = [('position', 3), ('velocity', 2)]
@@ -117,6 +120,25 @@ def test_expert_file_loads_for_cartpole_swingup():
                                   raw['observations_position'])
     np.testing.assert_array_equal(demos.observation[:, 3:],
                                   raw['observations_velocity'])
+
+
+def test_small_expert_file_loads_in_spec_order():
+  # The expert's own episodes, read as the learner reads them: per-key
+  # arrays flattened in the observation spec's order, returns summed.
+  demos = demonstrations.load_for_environment(SMALL_EXPERT_PATH,
+                                              'cartpole:swingup')
+  assert (demos.num_transitions, demos.num_episodes) == (2000, 2)
+  assert demos.observation.shape == demos.next_observation.shape == (2000, 5)
+  with np.load(SMALL_EXPERT_PATH) as raw:
+    np.testing.assert_array_equal(demos.observation[:, :3],
+                                  raw['observations_position'])
+    np.testing.assert_array_equal(demos.observation[:, 3:],
+                                  raw['observations_velocity'])
+    for e, start in enumerate((0, 1000)):
+      assert demos.episode_returns[e] == pytest.approx(
+          raw['rewards'][start:start + 1000].sum(dtype=np.float64), rel=1e-5)
+  # An expert's episodes: both above 800 of the task's 1,000.
+  assert demos.episode_returns.min() > 800
 
 
 def test_observation_keys():

@@ -12,6 +12,7 @@ import launchpad as lp
 import numpy as np
 
 from tandem.agents.ail import demonstrations
+from tandem.agents.ail import learner as ail_learner
 from tandem.agents.core import checkpointing
 from tandem.agents.runtime import logs
 from tandem.agents.core import schedules
@@ -120,6 +121,13 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
               'elapsed_s'):
     assert second[key] > first[key], key
   assert second['env_steps'] >= 3000
+  # Rounds are exactly what the round plan makes of the two step counts,
+  # in each launch: none lost or counted twice across the resume.
+  plan = ail_learner.RoundPlan(named.tiny().ail.discriminator_steps_per_round,
+                               named.tiny().ail.generator_steps_per_round)
+  for counts in (first, second):
+    assert counts['rounds'] == plan.position(
+        counts['discriminator_steps'], counts['learner_steps']).round, counts
   rows = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
   resumed = rows[len(rows1):]
   assert resumed, 'no discriminator rows after resume'
@@ -181,7 +189,6 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',
                                              'learner'))
   # The plan its rounds were counted under, for a later resume to check.
-  from tandem.agents.ail import learner as ail_learner
   assert checkpointing.read_metadata(latest)['round_plan'] == \
       ail_learner.plan_record(named.tiny().ail)
 
