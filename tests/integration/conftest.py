@@ -62,13 +62,15 @@ def wait_for_learner_steps(run_dir, steps, timeout=240.0, proc=None):
   return seen
 
 
-def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120):
-  """Ctrl-C (SIGINT) to a started `tandem` once its program has made more
-  than `steps` learner steps; waits up to `timeout` s for it to exit, checks
-  it exited 130 (interrupted, resumable) and returns its (stdout, stderr)."""
+def interrupt_after_learner_steps(proc, run_dir, steps=50, timeout=120,
+                                  sig=None):
+  """Ctrl-C (SIGINT, or `sig`) to a started `tandem` once its program has
+  made more than `steps` learner steps; waits up to `timeout` s for it to
+  exit, checks it exited 130 (interrupted, resumable) and returns its
+  (stdout, stderr)."""
   import signal
   wait_for_learner_steps(run_dir, steps, proc=proc)
-  proc.send_signal(signal.SIGINT)
+  proc.send_signal(signal.SIGINT if sig is None else sig)
   out, err = proc.communicate(timeout=timeout)
   assert proc.returncode == 130, out[-2000:] + err[-2000:]
   return out, err

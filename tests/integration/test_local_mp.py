@@ -142,12 +142,16 @@ def test_crashing_actor_stops_program_nonzero_naming_it(runs_root):
   assert processes_mentioning(run_dir) == []
 
 
-def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root):
+@pytest.mark.parametrize('sig', ['SIGINT', 'SIGTERM'])
+def test_interrupt_stops_cleanly_with_checkpoint_and_exit_130(runs_root, sig):
+  # Ctrl-C, or a service manager's stop (SIGTERM), of the launcher.
+  import signal
   run_dir = os.path.join(runs_root, 'intr')
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'intr',
                               '--env_step_budget=10000000',
                               '--checkpoint_period_s=1000'])
-  _, err = interrupt_after_learner_steps(proc, run_dir)
+  _, err = interrupt_after_learner_steps(proc, run_dir,
+                                         sig=getattr(signal, sig))
   assert f'continue with: tandem train --resume {run_dir}' in err
   # With periodic checkpoints off, this one was written on the way down.
   latest = checkpointing.latest(os.path.join(run_dir, 'checkpoints',

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests import load_script
+from tests import REPO_ROOT, load_script
 
 al = load_script('studies', 'ail_learning')
 
@@ -162,9 +162,13 @@ def test_run_skips_a_cell_recorded_elsewhere(tmp_path, capsys):
 def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path):
   blocker = tmp_path / 'a_file'
   blocker.write_text('kept')
+  # An expert file that exists (the run checks it first), wherever
+  # ../shared is.
+  demos = os.path.join(REPO_ROOT, 'tests', 'data',
+                       'cartpole_swingup_expert_2ep.npz')
   with pytest.raises(SystemExit, match=r'ail_learning: .*a_file/study'):
     al.main(['run', '--kinds', 'gail', '--seeds', '0', '--runs_root',
-             str(blocker / 'study'), '--records_dir', ''])
+             str(blocker / 'study'), '--records_dir', '', '--demos', demos])
   assert blocker.read_text() == 'kept'
 
 
