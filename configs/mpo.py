@@ -76,8 +76,9 @@ def cartpole() -> TrainConfig:
 
 
 def make_run() -> TrainConfig:
-  """`make run`: cartpole:swingup with 2 actors, 6-15 min on 2 cores
-  (depending on the machine and its load)."""
+  """`make run`: cartpole:swingup with 2 actors, about 4-15 min on 2 cores
+  depending on the machine and its load (BENCHMARKS.md, `make run` wall
+  clock)."""
   return TrainConfig(name='make_run', env='cartpole:swingup', num_actors=2,
                      env_step_budget=100_000,
                      samples_per_insert=CARTPOLE_SAMPLES_PER_INSERT,

@@ -54,7 +54,9 @@ class Algorithm:
   """What an algorithm gives the learner node; the node adds what every
   learner needs (the lock, published variables, counts, checkpoints, logs,
   the stall check)."""
-  state: Any                            # the fresh state; a restore's template
+  # The fresh state, also a restore's template: read once, when the node is
+  # built (the first update donates its buffers).
+  state: Any
   updates: tuple                        # its kinds of update call (Update)
   # state -> (index of the next call's Update, what `increments` needs to
   # know of the state before the call: the call donates that state's
