@@ -225,85 +225,104 @@ def test_save_refuses_invalid_demos(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-def test_wrong_observation_width_per_key(tmp_path):
-  arrays = _arrays()
-  arrays['observations_position'] = np.zeros((10, 4), np.float32)
-  message = _error(_write(tmp_path, arrays))
-  assert "'observations_position'" in message and '(10, 4)' in message
+def _put(name, value):
+  """A corruption: array `name` replaced by `value` (a function of it)."""
+  def corrupt(arrays):
+    arrays[name] = value(arrays[name]) if callable(value) else value
+  return corrupt
 
 
-def test_wrong_observation_width_flat(tmp_path):
-  arrays = _arrays(layout='flat')
-  arrays['observations'] = np.zeros((10, 6), np.float32)
-  message = _error(_write(tmp_path, arrays), keys=None)
-  assert "'observations'" in message and '(10, 6)' in message
+def _poke(name, index, value):
+  """A corruption: one element (or slice) of array `name` set to `value`."""
+  def corrupt(arrays):
+    arrays[name][index] = value
+  return corrupt
 
 
-def test_wrong_action_shape(tmp_path):
-  arrays = _arrays()
-  arrays['actions'] = arrays['actions'][:, :1]
-  message = _error(_write(tmp_path, arrays))
-  assert "'actions'" in message and '(10, 1)' in message
+def _drop(name):
+  return lambda arrays: arrays.pop(name)
 
 
-def test_length_mismatch(tmp_path):
-  arrays = _arrays()
-  arrays['rewards'] = arrays['rewards'][:9]
-  message = _error(_write(tmp_path, arrays))
-  assert "'rewards'" in message and '10' in message and '9' in message
+def _both(*corruptions):
+  def corrupt(arrays):
+    for c in corruptions:
+      c(arrays)
+  return corrupt
 
 
-def test_empty_file(tmp_path):
-  arrays = {k: v[:0] for k, v in _arrays().items()}
-  message = _error(_write(tmp_path, arrays))
-  assert 'observations' in message and 'empty' in message
+def _empty(arrays):
+  for name in arrays:
+    arrays[name] = arrays[name][:0]
 
 
-def test_integer_observations_rejected(tmp_path):
-  arrays = _arrays()
-  arrays['observations_velocity'] = np.zeros((10, 2), np.int32)
-  message = _error(_write(tmp_path, arrays))
-  assert "'observations_velocity'" in message and 'floating' in message
+# (id, file layout, corruption of valid arrays, what the message must say).
+# Two episodes of five rows: rows 0 to 4 are episode 10's steps 0 to 4, rows
+# 5 to 9 episode 11's.
+CORRUPTIONS = [
+    ('observation width per key', 'keys',
+     _put('observations_position', np.zeros((10, 4), np.float32)),
+     ["'observations_position'", '(10, 4)']),
+    ('observation width flat', 'flat',
+     _put('observations', np.zeros((10, 6), np.float32)),
+     ["'observations'", '(10, 6)']),
+    ('action width', 'keys', _put('actions', lambda a: a[:, :1]),
+     ["'actions'", '(10, 1)']),
+    ('rows differ between arrays', 'keys', _put('rewards', lambda a: a[:9]),
+     ["'rewards'", '10', '9']),
+    ('no rows', 'keys', _empty, ['observations', 'empty']),
+    ('integer observations', 'keys',
+     _put('observations_velocity', np.zeros((10, 2), np.int32)),
+     ["'observations_velocity'", 'floating']),
+    ('float step index', 'keys',
+     _put('step_index', lambda a: a.astype(np.float32)),
+     ["'step_index'", 'integer']),
+    ('NaN observation', 'keys', _poke('observations_velocity', (7, 1), np.nan),
+     ["'observations_velocity'", 'row 7']),
+    ('action out of range', 'keys', _poke('actions', (4, 0), -1.25),
+     ["'actions'", 'row 4', '-1.25']),
+    ('discount out of range', 'keys', _poke('discounts', 2, 1.5),
+     ["'discounts'", 'row 2']),
+    # A writer that stores the agent's γ on every row: AIRL would scale the
+    # expert's h(s') by it and the generator's by the environment's 1.
+    ('a discount factor for the environment\'s', 'keys',
+     _poke('discounts', slice(None), 0.99),
+     ["'discounts'", 'row 0', '0.99', '10 such rows', 'mpo.discount']),
+    ('missing array', 'keys', _drop('rewards'),
+     ["'rewards'", 'missing', 'discounts']),  # lists what the file has
+    ('missing per-key array', 'keys', _drop('next_observations_velocity'),
+     ["'next_observations_velocity'", 'missing']),
+    ('pickled objects', 'keys',
+     _put('rewards', np.array([object()] * 10, dtype=object)),
+     ["'rewards'", 'pickled object array']),
+    ('steps skip within an episode', 'keys', _poke('step_index', 7, 3),
+     ["'step_index'", 'row 7']),  # episode 11 runs 0, 1, 3, ...
+    # Rows 8-9 relabelled as episode 10, with steps fine on their own.
+    ('episode not contiguous', 'keys',
+     _both(_poke('episode_index', slice(8, None), 10),
+           _poke('step_index', slice(8, None), [0, 1])),
+     ["'episode_index'", 'contiguous']),
+    ('next observation off its chain', 'flat',
+     _poke('next_observations', (6, 4), 0.0),
+     ["'next_observations'", 'row 6']),
+    ('episode return off its rewards', 'keys',
+     _poke('episode_returns', 1, 1e3), ["'episode_returns'", 'entry 1']),
+    ('episode returns of another count', 'keys',
+     _put('episode_returns', lambda a: a[:1]),
+     ["'episode_returns'", '2 episodes']),
+]
 
 
-def test_float_step_index_rejected(tmp_path):
-  arrays = _arrays()
-  arrays['step_index'] = arrays['step_index'].astype(np.float32)
-  message = _error(_write(tmp_path, arrays))
-  assert "'step_index'" in message and 'integer' in message
-
-
-def test_nan_in_observations(tmp_path):
-  arrays = _arrays()
-  arrays['observations_velocity'][7, 1] = np.nan
-  message = _error(_write(tmp_path, arrays))
-  assert "'observations_velocity'" in message and 'row 7' in message
-
-
-def test_action_out_of_range(tmp_path):
-  arrays = _arrays()
-  arrays['actions'][4, 0] = -1.25
-  message = _error(_write(tmp_path, arrays))
-  assert "'actions'" in message and 'row 4' in message
-  assert '-1.25' in message
-
-
-def test_discount_out_of_range(tmp_path):
-  arrays = _arrays()
-  arrays['discounts'][2] = 1.5
-  message = _error(_write(tmp_path, arrays))
-  assert "'discounts'" in message and 'row 2' in message
-
-
-def test_a_discount_factor_in_place_of_the_environments_is_refused(tmp_path):
-  # A writer that stores the agent's γ on every row: AIRL would scale the
-  # expert's h(s') by it and the generator's by the environment's 1.
-  arrays = _arrays()
-  arrays['discounts'][:] = 0.99
-  message = _error(_write(tmp_path, arrays))
-  assert "'discounts'" in message and 'row 0' in message, message
-  assert '0.99' in message and '10 such rows' in message, message
-  assert 'mpo.discount' in message, message
+@pytest.mark.parametrize('layout,corrupt,expected',
+                         [c[1:] for c in CORRUPTIONS],
+                         ids=[c[0] for c in CORRUPTIONS])
+def test_a_corrupt_file_is_refused_naming_the_array(tmp_path, layout, corrupt,
+                                                    expected):
+  arrays = _arrays(layout=layout)
+  corrupt(arrays)
+  message = _error(_write(tmp_path, arrays),
+                   keys=KEYS if layout == 'keys' else None)
+  for text in expected:
+    assert text in message, (text, message)
 
 
 def test_a_terminal_state_mid_episode_is_refused(tmp_path):
@@ -316,22 +335,6 @@ def test_a_terminal_state_mid_episode_is_refused(tmp_path):
   assert 'episode 11' in message, message
 
 
-def test_missing_array(tmp_path):
-  arrays = _arrays()
-  del arrays['rewards']
-  message = _error(_write(tmp_path, arrays))
-  assert "'rewards'" in message and 'missing' in message
-  # Lists what the file has.
-  assert 'discounts' in message
-
-
-def test_missing_per_key_array(tmp_path):
-  arrays = _arrays()
-  del arrays['next_observations_velocity']
-  message = _error(_write(tmp_path, arrays))
-  assert "'next_observations_velocity'" in message and 'missing' in message
-
-
 def test_truncated_file(tmp_path):
   path = _write(tmp_path, _arrays())
   with open(path, 'rb') as f:
@@ -342,33 +345,9 @@ def test_truncated_file(tmp_path):
   assert 'not a readable .npz' in message
 
 
-def test_pickled_object_array(tmp_path):
-  arrays = _arrays()
-  arrays['rewards'] = np.array([object()] * 10, dtype=object)
-  message = _error(_write(tmp_path, arrays))
-  assert "'rewards'" in message and 'pickled object array' in message
-
-
 def test_missing_file(tmp_path):
   message = _error(str(tmp_path / 'nowhere.npz'))
   assert 'not found' in message
-
-
-def test_inconsistent_step_index(tmp_path):
-  arrays = _arrays()
-  arrays['step_index'][7] = 3  # Episode 2 runs 0, 1, 3, ...
-  message = _error(_write(tmp_path, arrays))
-  assert "'step_index'" in message and 'row 7' in message
-
-
-def test_episode_not_contiguous(tmp_path):
-  arrays = _arrays()
-  # Rows 0-4 are episode 10 and rows 5-9 episode 11; relabel 8-9 as 10,
-  # with steps that would be fine on their own.
-  arrays['episode_index'][8:] = 10
-  arrays['step_index'][8:] = [0, 1]
-  message = _error(_write(tmp_path, arrays))
-  assert "'episode_index'" in message and 'contiguous' in message
 
 
 def test_misaligned_next_observations(tmp_path):
@@ -379,27 +358,6 @@ def test_misaligned_next_observations(tmp_path):
   message = _error(_write(tmp_path, arrays))
   assert "'next_observations_position'" in message and 'row 0' in message
   assert 'misaligned' in message
-
-
-def test_misaligned_next_observations_flat(tmp_path):
-  arrays = _arrays(layout='flat')
-  arrays['next_observations'][6, 4] += 0.5
-  message = _error(_write(tmp_path, arrays), keys=None)
-  assert "'next_observations'" in message and 'row 6' in message
-
-
-def test_episode_returns_mismatch(tmp_path):
-  arrays = _arrays()
-  arrays['episode_returns'][1] += 1.0
-  message = _error(_write(tmp_path, arrays))
-  assert "'episode_returns'" in message and 'entry 1' in message
-
-
-def test_episode_returns_wrong_count(tmp_path):
-  arrays = _arrays()
-  arrays['episode_returns'] = arrays['episode_returns'][:1]
-  message = _error(_write(tmp_path, arrays))
-  assert "'episode_returns'" in message and '2 episodes' in message
 
 
 # ---------------------------------------------------------------------------
