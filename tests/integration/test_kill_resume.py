@@ -1,6 +1,8 @@
-"""Hard kills, then resume (slow, `make test-slow`): the whole program is
-SIGKILLed at a random moment, and the resumed run's counts and logs continue
-from the learner checkpoint without going back or double counting."""
+"""Hard kills, then resume: one node SIGKILLed, then a resume that restores
+the learner's newest checkpoint exactly (the default run); and (slow, `make
+test-slow`) the whole program SIGKILLed at a random moment, after which the
+resumed run's counts and logs continue from the learner checkpoint without
+going back or double counting."""
 
 import json
 import os
@@ -85,6 +87,64 @@ def _kill_then_resume(runs_root, name, launch, command, seed):
   final = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   assert final['env_steps'] >= budget
   return run_dir, saved
+
+
+def test_a_killed_learner_fails_the_run_and_a_resume_restores_it_exactly(
+    runs_root):
+  import numpy as np
+  from tandem.agents.runtime import supervision
+  run_dir = os.path.join(runs_root, 'nodekill')
+  checkpoints = os.path.join(run_dir, 'checkpoints', 'learner')
+  proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'nodekill',
+                              '--env_step_budget=10000000',
+                              '--checkpoint_period_s=1'])
+  wait_for_learner_steps(run_dir, 60, timeout=180, proc=proc)
+
+  def checkpointed_steps():
+    latest = checkpointing.latest(checkpoints)
+    return latest and checkpointing.read_metadata(latest)['counts'].get(
+        'learner_steps', 0)
+  deadline = time.time() + 60  # a periodic checkpoint past those steps
+  while (checkpointed_steps() or 0) < 60 and time.time() < deadline:
+    time.sleep(0.2)
+  assert checkpointed_steps() >= 60, checkpointed_steps()
+  learner = [p for p in supervision.program_processes(run_dir)
+             if supervision._node_name(p) == 'learner']
+  assert len(learner) == 1, learner
+  os.kill(learner[0], signal.SIGKILL)
+  out, err = proc.communicate(timeout=180)
+  assert proc.returncode == 1, out[-2000:] + err[-2000:]
+  assert 'first node process to end was learner' in err, err[-2000:]
+  assert '--resume' in err
+  deadline = time.time() + 60
+  while processes_mentioning(run_dir) and time.time() < deadline:
+    time.sleep(0.2)
+  assert processes_mentioning(run_dir) == []
+
+  # The newest checkpoint the learner wrote before it was killed.
+  latest = checkpointing.latest(checkpoints)
+  saved = checkpointing.read_metadata(latest)['counts']
+  assert saved['learner_steps'] > 0
+  with np.load(latest) as f:
+    before = {name: f[name] for name in f.files}
+  # A resume whose budget its restored counts already reach, with no replay
+  # to learn from: the limiter finishes at once, and the learner checkpoints
+  # the state it restored, having taken no update.
+  r = run_tandem(['train', '--resume', run_dir, '--launch', 'local_mp',
+                  '--drop_replay', f'--env_step_budget={saved["env_steps"]}'])
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  final = json.load(open(os.path.join(run_dir, 'final.json')))
+  assert final['checkpoint_counts']['learner_steps'] == saved['learner_steps']
+  assert final['checkpoint_counts']['env_steps'] >= saved['env_steps']
+  after = checkpointing.latest(checkpoints)
+  assert checkpointing.read_metadata(after)['counts']['learner_steps'] == \
+      saved['learner_steps']
+  with np.load(after) as f:
+    assert sorted(f.files) == sorted(before)
+    for name in before:  # every leaf bit for bit (the metadata holds times)
+      if name != '__metadata__':
+        np.testing.assert_array_equal(f[name], before[name], err_msg=name)
+  _monotone(run_dir)
 
 
 @pytest.mark.slow
