@@ -284,3 +284,43 @@ def test_a_learner_crashing_before_any_update_writes_no_checkpoint(
     node._run()
   assert checkpointing.latest(
       RunDir(str(tmp_path)).learner_checkpoints) is None
+
+
+def test_a_restored_learner_gives_the_counter_its_checkpoints_steps(
+    tmp_path, monkeypatch):
+  # After a crash counter.json may be ahead of (or behind) the learner's
+  # newest checkpoint; the restored learner's steps are the truth, and it
+  # tells the counter so before its first update.
+  import threading
+
+  import jax.numpy as jnp
+
+  from tandem.agents.runtime import counting
+  from tandem.agents.runtime import lifecycle
+  monkeypatch.setattr(lifecycle, '_captured', [])
+  lifecycle.capture_stop_event(threading.Event())
+  monkeypatch.setattr(lifecycle, 'STOP_GRACE_S', 0.1)
+  tc, dims = named.tiny(), learner_lib.Dims(5, 1)
+  state = learner_lib.init(tc.mpo, dims, seed=tc.seed)._replace(
+      steps=jnp.int32(40))
+  checkpointing.save_numbered(
+      RunDir(str(tmp_path)).learner_checkpoints, 40, state,
+      metadata={'counts': {'env_steps': 3000, 'learner_steps': 40},
+                'env': tc.env})
+  counter = counting.Counter()
+  counter.increment(env_steps=5000, learner_steps=999)
+
+  class StopsAtTheFirstUpdate:
+    def increment(self, **deltas):
+      raise RuntimeError('stop here')
+
+    def __getattr__(self, name):
+      return getattr(counter, name)
+
+  node = LearnerNode(tc, dims, UncontactedReplay(),
+                     CourierClient(StopsAtTheFirstUpdate()), str(tmp_path),
+                     resume=True)
+  node._streams[0] = _Stream(tc, dims)
+  with pytest.raises(RuntimeError, match='stop here'):
+    node._run()
+  assert counter.get_counts()['learner_steps'] == 40
