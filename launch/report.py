@@ -24,10 +24,13 @@ def conclude(outcome, rd, cfg, program: programs.Program,
     if not report_stops(rd, cfg, names, segment, outcome.stop_time):
       print(f'continue with: {resume_command(cfg, rd.root)}', file=sys.stderr)
     return EXIT_INTERRUPTED
-  stop_time = outcome.stop_time
-  if stop_time is None and os.path.exists(rd.final):
+  final = None
+  if os.path.exists(rd.final):
     with open(rd.final) as f:
-      stop_time = json.load(f).get('stop_time')
+      final = json.load(f)
+  stop_time = outcome.stop_time
+  if stop_time is None and final is not None:
+    stop_time = final.get('stop_time')
   report_stops(rd, cfg, names, segment, stop_time)
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
@@ -43,14 +46,12 @@ def conclude(outcome, rd, cfg, program: programs.Program,
           f'{failure_resume_command(errors, cfg, rd.root)})',
           file=sys.stderr)
     return EXIT_FAILED
-  if not os.path.exists(rd.final):
+  if final is None:
     # No node failed, yet the budget was not reached: the program was
     # stopped from outside (Ctrl-C, SIGTERM); the nodes saved their state.
     print('\nprogram stopped before its budget; continue with: '
           f'{resume_command(cfg, rd.root)}', file=sys.stderr)
     return EXIT_INTERRUPTED
-  with open(rd.final) as f:
-    final = json.load(f)
   print(final_summary(final) + f'\nrun directory: {rd.root}')
   return EXIT_OK
 
