@@ -29,36 +29,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
-import shlex
-import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _cells
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from tandem.agents.runtime import logs
-import _cells  # studies/_cells.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # harness
+import harness  # studies/harness.py
+from harness import REPO_ROOT
 
 KINDS = ('gail', 'airl')
-FRACTIONS = (0.5, 0.9)
+FRACTIONS = (0.5, 0.9)  # thresholds: of the expert's mean return
 EXPERT_MEAN_FALLBACK = 869.36  # /work/shared/demos/README.md
 DEFAULT_RUNS_ROOT = os.path.join(REPO_ROOT, 'runs', 'ail_learning')
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
 DEFAULT_BUDGET = 150_000
 RECORD_FORMAT = 'tandem.ail_learning.cell/1'
-RUN_NAME = re.compile(r'^([a-z]+)_s(\d+)$')
-EXIT_INTERRUPTED = _cells.EXIT_INTERRUPTED
-
-
-def _pct(fraction: float) -> str:
-  return f'{round(fraction * 100)}pct'
-
-
-# ---------------------------------------------------------------- summary
 
 
 def expert_mean(demos: str) -> tuple[float, str]:
@@ -76,57 +61,73 @@ def expert_mean(demos: str) -> tuple[float, str]:
   return float(returns.mean()), f'{demos}, {returns.size} episodes'
 
 
-def find_runs(runs_root: str, kinds) -> dict:
-  """{kind: [(seed, run_dir), ...] sorted by seed} for each
-  RUNS_ROOT/<kind>_s<seed>."""
-  found = {k: [] for k in kinds}
-  if os.path.isdir(runs_root):
-    for entry in os.listdir(runs_root):
-      m = RUN_NAME.match(entry)
-      path = os.path.join(runs_root, entry)
-      if m and m.group(1) in found and os.path.isdir(path):
-        found[m.group(1)].append((int(m.group(2)), path))
-  return {k: sorted(v) for k, v in found.items()}
+# ------------------------------------------------------- one cell's parts
 
 
-def _number(v):
-  """A finite float read from a CSV cell, else None (empty, text, nan: a
-  record must compare equal to itself when written again)."""
-  return v if isinstance(v, float) and math.isfinite(v) else None
+def run_parts(run_dir: str) -> dict:
+  """A run directory's parts: its evaluations [{'env_steps', 'elapsed_s',
+  'eval_return', 'learned_return', 'final'}] in env-step order, and
+  final.json and config.json (None where absent or unreadable)."""
+  rows = harness.read_evaluations(run_dir,
+                                  ('elapsed_s', 'learned_return', 'final'))
+  return {'curve': [dict(r, final=bool(r['final'])) for r in rows],
+          'final': harness.read_json(os.path.join(run_dir, 'final.json')),
+          'config': harness.read_json(os.path.join(run_dir, 'config.json'))}
 
 
-def run_parts(run_dir: str) -> tuple:
-  """(evaluation rows, final.json, config.json) of a run directory; the
-  JSON files as dicts, None where absent."""
-  csv_path = os.path.join(run_dir, 'logs', 'evaluator.csv')
-  rows = logs.read_csv(csv_path) if os.path.isfile(csv_path) else []
-  curve = []
-  for r in rows:
-    steps, ret = _number(r.get('env_steps')), _number(r.get('eval_return'))
-    if steps is None or ret is None:
-      continue  # a torn last line of a run that is being written
-    curve.append({'env_steps': int(steps),
-                  'elapsed_s': _number(r.get('elapsed_s')),
-                  'eval_return': ret,
-                  'learned_return': _number(r.get('learned_return')),
-                  'final': bool(_number(r.get('final')))})
-  # Rows are appended in time order, restarts included; the global counts
-  # order them. A stable sort keeps the periodic row before the final one.
-  curve.sort(key=lambda p: p['env_steps'])
-  final = _read_json(os.path.join(run_dir, 'final.json'))
+def parts_of_record(rec: dict) -> dict:
+  """A record's parts, as run_parts gives them (its config only recorded,
+  never read back for the figures)."""
+  final = rec['final']
+  if not isinstance(final, dict):
+    raise TypeError('final must be an object')
+  float(final['final_eval_return'])
+  curve = [{'env_steps': int(p['env_steps']),
+            'elapsed_s': harness.finite(p['elapsed_s']),
+            'eval_return': float(p['eval_return']),
+            'learned_return': harness.finite(p['learned_return']),
+            'final': bool(p['final'])} for p in rec['curve']]
+  return {'curve': curve, 'final': final, 'config': rec.get('config')}
+
+
+STUDY = harness.Study(
+    name='ail_learning', role='kind', record_format=RECORD_FORMAT,
+    subcommand='train-ail', read_run=run_parts,
+    parts_of_record=parts_of_record, strict=False)
+
+
+def default_records_dir(runs_root: str) -> str:
+  """studies/results/<the runs root's folder name>: each variant of the
+  check (its own runs root) has its own records."""
+  return os.path.join(REPO_ROOT, 'studies', 'results',
+                      os.path.basename(os.path.normpath(runs_root)))
+
+
+def config_problems(config, kind: str, seed: int) -> list:
+  """Why a run's config.json is not the cell's (its seed or kind), [] where
+  it is or cannot tell; an interrupted one is continued with a warning."""
   try:
-    config = _read_json(os.path.join(run_dir, 'config.json'))
-  except ValueError:
-    config = None  # only recorded, never read back for the figures
-  return curve, final, config
+    got = (config.get('seed'), config.get('ail', {}).get('kind'))
+  except AttributeError:
+    return []
+  if got == (seed, kind):
+    return []
+  return [f'its config has seed {got[0]}, kind {got[1]}']
 
 
-def _read_json(path: str):
-  """The file's JSON, None if there is no file."""
-  if not os.path.isfile(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
+              budget: int, records_dir=None):
+  """harness.plan_cell for one cell, started from configs/ail.py's
+  <kind>_cartpole."""
+  start = STUDY.command(
+      '--config', f'configs/ail.py:{kind}_cartpole', '--demos', demos,
+      f'--runs_root={runs_root}', '--name', harness.cell_name(kind, seed),
+      f'--seed={seed}', f'--env_step_budget={budget}')
+  return harness.plan_cell(STUDY, runs_root, records_dir, kind, seed, budget,
+                           start, lambda c: config_problems(c, kind, seed))
+
+
+# ------------------------------------------------------ one cell's figures
 
 
 def figures(kind: str, seed: int, source: str, curve: list, final, expert:
@@ -155,10 +156,11 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
     if finals:
       out['final_learned_return'] = finals[-1]['learned_return']
   for fraction in FRACTIONS:
-    hit = next((p for p in curve if p['eval_return'] >= fraction * expert),
-               None)
-    out[f'env_steps_to_{_pct(fraction)}'] = hit['env_steps'] if hit else None
-    out[f'elapsed_s_to_{_pct(fraction)}'] = (
+    hit = harness.first_reaching(curve, fraction * expert,
+                                 lambda p: p['eval_return'])
+    pct = harness.pct(fraction)
+    out[f'env_steps_to_{pct}'] = hit['env_steps'] if hit else None
+    out[f'elapsed_s_to_{pct}'] = (
         round(hit['elapsed_s'], 1) if hit and hit['elapsed_s'] is not None
         else None)
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
@@ -169,102 +171,78 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   return out
 
 
-# ------------------------------------------------------ committed records
-# (studies/_cells.py says why.) A record holds what the figures are computed
-# from, never the figures alone, so a change of the statistics recomputes
-# them.
+def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
+  """{kind: [figures, ...] by seed}: each seed's finished run directory
+  (recorded into records_dir on the way), else its record, else its
+  unfinished run directory. An unreadable record is left out, with a
+  warning naming it."""
+  out = {k: [] for k in kinds}
+  for f in STUDY.collect(runs_root, records_dir, kinds):
+    if isinstance(f.parts, harness.RecordError):
+      print(f'ail_learning: {f.parts}; not counted (restore it with git '
+            'checkout, or delete it)', file=sys.stderr)
+      continue
+    if records_dir and not f.recorded and f.parts['final'] is not None:
+      STUDY.store(records_dir, f.variant, f.seed, f.parts, f.source)
+    cell = figures(f.variant, f.seed, f.source, f.parts['curve'],
+                   f.parts['final'], expert)
+    cell['recorded'] = f.recorded
+    out[f.variant].append(cell)
+  return out
 
 
-RecordError = _cells.RecordError  # a record that cannot be read as its cell
-
-
-def default_records_dir(runs_root: str) -> str:
-  return os.path.join(REPO_ROOT, 'studies', 'results',
-                      os.path.basename(os.path.normpath(runs_root)))
-
-
-def make_record(kind: str, seed: int, curve: list, final: dict,
-                config) -> dict:
-  return {'format': RECORD_FORMAT, 'kind': kind, 'seed': seed,
-          'final': final, 'config': config, 'curve': curve}
-
-
-def read_record(path: str, kind: str, seed: int) -> tuple:
-  """(curve, final, config) of a record, as run_parts gives them;
-  RecordError naming the file and what is wrong where it is not a finished
-  cell of this kind and seed."""
-  rec = _cells.load_record(path, RECORD_FORMAT, 'kind', kind, seed)
-  try:
-    final = rec['final']
-    if not isinstance(final, dict):
-      raise TypeError('final must be an object')
-    float(final['final_eval_return'])
-    curve = [{'env_steps': int(p['env_steps']),
-              'elapsed_s': _number(p['elapsed_s']),
-              'eval_return': float(p['eval_return']),
-              'learned_return': _number(p['learned_return']),
-              'final': bool(p['final'])} for p in rec['curve']]
-  except (KeyError, TypeError, ValueError) as e:
-    raise RecordError(f'{path}: malformed record ({e!r})') from e
-  return curve, final, rec.get('config')
-
-
-def find_records(records_dir, kinds) -> dict:
-  """{kind: {seed: path}} for RECORDS_DIR/<kind>_s<seed>.json."""
-  found = {k: {} for k in kinds}
-  for kind, seed, path in _cells.find_records(records_dir, kinds, RUN_NAME):
-    found[kind][seed] = path
-  return found
-
-
-def store_record(records_dir: str, kind: str, seed: int, run_dir: str,
-                 parts: tuple) -> bool:
-  """Records a finished run directory from its run_parts (never over
-  another run's record)."""
-  curve, final, config = parts
-  return _cells.store_record(_cells.record_path(records_dir, kind, seed),
-                             make_record(kind, seed, curve, final, config),
-                             'ail_learning', run_dir)
-
-
-def _median(values):
-  return statistics.median(values) if values else None
-
-
-def _median_reached(values, n: int):
-  """Median over the seeds that reached; None where fewer than half did."""
-  reached = [v for v in values if v is not None]
-  if not reached or 2 * len(reached) < n:
-    return None
-  return _median(reached)
+# ---------------------------------------------------------------- summary
 
 
 def kind_stats(runs: list) -> dict:
+  """Per kind: the medians over its seeds, those to a threshold over the
+  seeds that reached it (None where fewer than half did)."""
   n = len(runs)
   out = {'seeds': n}
   for fraction in FRACTIONS:
-    pct = _pct(fraction)
+    pct = harness.pct(fraction)
     steps = [r[f'env_steps_to_{pct}'] for r in runs]
-    secs = [r[f'elapsed_s_to_{pct}'] for r in runs]
-    reached = sum(s is not None for s in steps)
-    med = _median_reached(steps, n)
-    med_s = _median_reached(secs, n)
+    med = harness.median_reached(steps)
+    med_s = harness.median_reached([r[f'elapsed_s_to_{pct}'] for r in runs])
     out[f'env_steps_to_{pct}_median'] = None if med is None else round(med)
     out[f'elapsed_s_to_{pct}_median'] = (None if med_s is None
                                          else round(med_s, 1))
-    out[f'seeds_reaching_{pct}'] = f'{reached}/{n}'
+    out[f'seeds_reaching_{pct}'] = (f'{sum(s is not None for s in steps)}/'
+                                    f'{n}')
   finals = [r['final_return'] for r in runs if r['final_return'] is not None]
   maxes = [r['max_return'] for r in runs if r['max_return'] is not None]
   out['finished'] = f'{len(finals)}/{n}'
-  med = _median(finals)
+  med = harness.median(finals)
   out['final_return_median'] = None if med is None else round(med, 1)
-  med = _median(maxes)
+  med = harness.median(maxes)
   out['max_return_median'] = None if med is None else round(med, 1)
   return out
 
 
 def _cell(v, fmt='{:.0f}'):
-  return '–' if v is None else fmt.format(v)
+  return harness.num(v, fmt)
+
+
+def _status(r: dict) -> str:
+  if r['finished']:
+    return 'finished, record' if r.get('recorded') else 'finished'
+  return 'unfinished' if r['evaluations'] else 'no evaluations yet'
+
+
+# The per-seed table's columns.
+SEED_COLUMNS = [
+    ('seed', 'r', lambda r: str(r['seed'])),
+    ('env steps to 50%', 'r', lambda r: _cell(r['env_steps_to_50pct'])),
+    ('s to 50%', 'r', lambda r: _cell(r['elapsed_s_to_50pct'])),
+    ('env steps to 90%', 'r', lambda r: _cell(r['env_steps_to_90pct'])),
+    ('s to 90%', 'r', lambda r: _cell(r['elapsed_s_to_90pct'])),
+    ('final eval', 'r', lambda r: _cell(r['final_return'], '{:.1f}')),
+    ('max eval (at env steps)', 'r', lambda r: (
+        '–' if r['max_return'] is None else
+        f"{r['max_return']:.1f} ({r['max_return_env_steps']})")),
+    ('env steps', 'r', lambda r: str(r['env_steps'])),
+    ('elapsed s', 'r', lambda r: _cell(r['elapsed_s'])),
+    ('status', 'l', _status)]
 
 
 def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
@@ -276,28 +254,14 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
     if not runs:
       print('(no runs)')
       continue
-    print('| seed | env steps to 50% | s to 50% | env steps to 90% | '
-          's to 90% | final eval | max eval (at env steps) | env steps | '
-          'elapsed s | status |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|')
-    for r in runs:
-      status = ('finished, record' if r.get('recorded') else
-                'finished') if r['finished'] else (
-          'no evaluations yet' if not r['evaluations'] else 'unfinished')
-      best = ('–' if r['max_return'] is None else
-              f"{r['max_return']:.1f} ({r['max_return_env_steps']})")
-      print(f"| {r['seed']} | {_cell(r['env_steps_to_50pct'])} | "
-            f"{_cell(r['elapsed_s_to_50pct'])} | "
-            f"{_cell(r['env_steps_to_90pct'])} | "
-            f"{_cell(r['elapsed_s_to_90pct'])} | "
-            f"{_cell(r['final_return'], '{:.1f}')} | {best} | "
-            f"{r['env_steps']} | {_cell(r['elapsed_s'])} | {status} |")
-    print(f"| **median** | {_cell(st['env_steps_to_50pct_median'])} | "
-          f"{_cell(st['elapsed_s_to_50pct_median'])} | "
-          f"{_cell(st['env_steps_to_90pct_median'])} | "
-          f"{_cell(st['elapsed_s_to_90pct_median'])} | "
-          f"{_cell(st['final_return_median'], '{:.1f}')} | "
-          f"{_cell(st['max_return_median'], '{:.1f}')} | | | |")
+    print('\n'.join(harness.md_table(SEED_COLUMNS, runs)))
+    print(harness.md_row([
+        '**median**', _cell(st['env_steps_to_50pct_median']),
+        _cell(st['elapsed_s_to_50pct_median']),
+        _cell(st['env_steps_to_90pct_median']),
+        _cell(st['elapsed_s_to_90pct_median']),
+        _cell(st['final_return_median'], '{:.1f}'),
+        _cell(st['max_return_median'], '{:.1f}'), '', '', '']))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; finished: {st['finished']} "
           '(medians to a threshold are over the seeds that reached it, – '
@@ -305,9 +269,9 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
 
 
 def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
+  """Per kind, each seed's evaluation return (and its learned return,
+  dotted) over env steps, with the thresholds."""
+  plt = harness.pyplot()
   shown = [k for k in kinds if runs_by_kind[k]] or list(kinds)
   fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 4.2),
                            squeeze=False, sharey=True)
@@ -339,53 +303,14 @@ def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
     if runs_by_kind[kind]:
       ax.legend(loc='lower right', fontsize=8)
   fig.tight_layout()
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  harness.save_figure(fig, path)
   print(f'wrote {path}')
-
-
-def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
-  """{kind: [figures, ...] by seed}: each seed's finished run directory
-  (recorded into records_dir on the way), else its record, else its
-  unfinished run directory. An unreadable record is left out, with a
-  warning naming it."""
-  runs = find_runs(runs_root, kinds)
-  records = find_records(records_dir, kinds)
-  out = {}
-  for kind in kinds:
-    dirs = dict(runs[kind])
-    cells = []
-    for seed in sorted(set(dirs) | set(records[kind])):
-      run_dir = dirs.get(seed)
-      # An unfinished run directory beside a record is not read at all.
-      parts = (run_parts(run_dir) if run_dir and (
-          seed not in records[kind] or
-          os.path.isfile(os.path.join(run_dir, 'final.json'))) else None)
-      if parts is not None and parts[1] is not None:
-        if records_dir:
-          store_record(records_dir, kind, seed, run_dir, parts)
-        cells.append(figures(kind, seed, run_dir, parts[0], parts[1], expert))
-      elif seed in records[kind]:
-        path = records[kind][seed]
-        try:
-          curve, final, _ = read_record(path, kind, seed)
-        except RecordError as e:
-          print(f'ail_learning: {e}; not counted (restore it with git '
-                'checkout, or delete it)', file=sys.stderr)
-          continue
-        cell = figures(kind, seed, path, curve, final, expert)
-        cell['recorded'] = True
-        cells.append(cell)
-      else:
-        cells.append(figures(kind, seed, run_dir, parts[0], None, expert))
-    out[kind] = cells
-  return out
 
 
 def summarise(runs_root: str, kinds, demos: str, png=None,
               records_dir=None) -> dict:
+  """Reads the cells, prints the tables and the JSON line (returned), and
+  writes the PNG where asked."""
   expert, source = expert_mean(demos)
   runs_by_kind = read_cells(runs_root, kinds, expert, records_dir)
   stats = {k: kind_stats(runs_by_kind[k]) for k in kinds}
@@ -410,131 +335,22 @@ def summarise(runs_root: str, kinds, demos: str, png=None,
 # -------------------------------------------------------------------- run
 
 
-def _budget_note(done_budget, budget: int, what: str) -> str:
-  if done_budget is not None and done_budget != budget:
-    return (f' with a budget of {done_budget} env steps, not {budget}; '
-            f'delete {what} to redo it')
-  return ''
-
-
-def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
-              budget: int, records_dir=None):
-  """(action, command, note) for one cell: action is 'skip' (finished here
-  or recorded), 'resume', 'start' or 'refuse' (its record is unreadable);
-  command is None for 'skip' and 'refuse'."""
-  name = f'{kind}_s{seed}'
-  run_dir = os.path.join(runs_root, name)
-  base = [sys.executable, '-m', 'tandem.launch.cli', 'train-ail']
-  final_path = os.path.join(run_dir, 'final.json')
-  if os.path.isfile(final_path):
-    try:
-      with open(final_path) as f:
-        done_budget = json.load(f).get('budget')
-    except (OSError, ValueError):
-      done_budget = None
-    return 'skip', None, 'finished' + _budget_note(
-        done_budget, budget, 'the run directory')
-  record = (_cells.record_path(records_dir, kind, seed) if records_dir
-            else None)
-  if record is not None and os.path.exists(record):
-    # Finished on another machine: never rerun over it, nor resume an
-    # interrupted run directory of it here.
-    try:
-      _, final, _ = read_record(record, kind, seed)
-    except RecordError as e:
-      return 'refuse', None, f'{e}; restore it (git checkout) or delete it'
-    return 'skip', None, f'finished (recorded in {record})' + _budget_note(
-        final.get('budget'), budget, 'the record')
-  config_path = os.path.join(run_dir, 'config.json')
-  if os.path.isfile(config_path):
-    note = 'interrupted; continuing it'
-    try:
-      with open(config_path) as f:
-        cfg = json.load(f)
-      if cfg.get('seed') != seed or cfg.get('ail', {}).get('kind') != kind:
-        note += (f" (warning: its config has seed {cfg.get('seed')}, kind "
-                 f"{cfg.get('ail', {}).get('kind')})")
-    except (OSError, ValueError, AttributeError):
-      pass
-    return 'resume', base + ['--resume', run_dir,
-                             f'--env_step_budget={budget}'], note
-  return 'start', base + [
-      '--config', f'configs/ail.py:{kind}_cartpole', '--demos', demos,
-      f'--runs_root={runs_root}', '--name', name, f'--seed={seed}',
-      f'--env_step_budget={budget}'], 'new'
-
-
-def run_cell(command, log_path: str) -> int:
-  """One cell from the repo root (studies/_cells.py)."""
-  return _cells.run_cell(command, log_path, REPO_ROOT, 'ail_learning')
-
-
 def run(args) -> int:
+  """Trains every requested cell not yet finished (harness.run_grid),
+  kind-major; the PNG is drawn once, after the last cell."""
   if not args.dry_run and not os.path.isfile(args.demos):
     raise SystemExit(f'ail_learning: --demos {args.demos}: no such file')
-  cells = [(k, s) for k in args.kinds for s in args.seeds]
-  failed = []
-  for i, (kind, seed) in enumerate(cells, 1):
-    name = f'{kind}_s{seed}'
-    action, command, note = cell_plan(args.runs_root, args.demos, kind,
-                                      seed, args.budget, args.records_dir)
-    head = f'[{i}/{len(cells)}] {name}: {action} ({note})'
-    if args.dry_run:
-      print(head + ('' if command is None else
-                    f'\n  cd {shlex.quote(REPO_ROOT)} && '
-                    f'{shlex.join(command)}\n'
-                    f'  log: {os.path.join(args.runs_root, name + ".log")}'))
-      continue
-    print(f'\n{head}', flush=True)
-    last = i == len(cells)
-    if action == 'refuse':
-      failed.append(name)
-      print(f'ail_learning: {name}: {note}', file=sys.stderr)
-    if command is None:
-      if last:  # the summary so far, once, if the last cell was skipped
-        print('\n--- summary ---', flush=True)
-        summarise(args.runs_root, args.kinds, args.demos, args.png,
-                  args.records_dir)
-      continue
-    os.makedirs(args.runs_root, exist_ok=True)
-    log_path = os.path.join(args.runs_root, f'{name}.log')
-    print(f'$ {shlex.join(command)}\n(log: {log_path})', flush=True)
-    rc = run_cell(command, log_path)
-    if rc == EXIT_INTERRUPTED:
-      print(f'ail_learning: {name} interrupted; rerun the same command to '
-            'continue it', file=sys.stderr)
-      return EXIT_INTERRUPTED
-    if rc != 0:
-      failed.append(name)
-      print(f'ail_learning: {name} exited with status {rc}; see {log_path}. '
-            'Going on with the other cells.', file=sys.stderr)
-    print(f'\n--- summary after {name} ---', flush=True)
-    summarise(args.runs_root, args.kinds, args.demos,
-              args.png if last else None, args.records_dir)
-  if args.dry_run:
-    return 0
-  if failed:
-    print(f'ail_learning: failed cells: {", ".join(failed)}; rerun to '
-          'continue them', file=sys.stderr)
-    return 1
-  return 0
+  return harness.run_grid(
+      STUDY, [(k, s) for k in args.kinds for s in args.seeds],
+      args.runs_root,
+      lambda k, s: cell_plan(args.runs_root, args.demos, k, s, args.budget,
+                             args.records_dir),
+      lambda last: summarise(args.runs_root, args.kinds, args.demos,
+                             args.png if last else None, args.records_dir),
+      dry_run=args.dry_run)
 
 
 # ------------------------------------------------------------------- main
-
-
-def _kinds(text: str) -> list:
-  kinds = [k.strip() for k in text.split(',') if k.strip()]
-  bad = [k for k in kinds if k not in KINDS]
-  if not kinds or bad:
-    raise argparse.ArgumentTypeError(
-        f'expected a comma-separated subset of {",".join(KINDS)}, got '
-        f'{text!r}')
-  return list(dict.fromkeys(kinds))
-
-
-_seeds = _cells.parse_seeds
-_budget = _cells.parse_budget
 
 
 def main(argv=None) -> int:
@@ -543,14 +359,17 @@ def main(argv=None) -> int:
   sub = p.add_subparsers(dest='command', required=True)
   r = sub.add_parser('run', help='train every (kind, seed) cell not yet '
                      'finished, one at a time')
-  r.add_argument('--kinds', type=_kinds, required=True, help='e.g. gail,airl')
-  r.add_argument('--seeds', type=_seeds, required=True, help='e.g. 0,1,2')
-  r.add_argument('--budget', type=_budget, default=DEFAULT_BUDGET,
+  kinds = harness.names_type(KINDS)
+  r.add_argument('--kinds', type=kinds, required=True, help='e.g. gail,airl')
+  r.add_argument('--seeds', type=harness.parse_seeds, required=True,
+                 help='e.g. 0,1,2')
+  r.add_argument('--budget', type=harness.parse_budget,
+                 default=DEFAULT_BUDGET,
                  help='env steps per run (default %(default)s)')
   r.add_argument('--dry_run', action='store_true',
                  help='print the commands it would run; run nothing')
   s = sub.add_parser('summary', help='summarise the runs found')
-  s.add_argument('--kinds', type=_kinds, default=list(KINDS))
+  s.add_argument('--kinds', type=kinds, default=list(KINDS))
   for q in (r, s):
     q.add_argument('--runs_root', default=DEFAULT_RUNS_ROOT,
                    help='default: runs/ail_learning in the repo')
@@ -570,7 +389,7 @@ def main(argv=None) -> int:
     args.records_dir = default_records_dir(args.runs_root)
   args.records_dir = (os.path.abspath(args.records_dir) if args.records_dir
                       else None)
-  with _cells.paths_named('ail_learning'):
+  with harness.paths_named('ail_learning'):
     if args.command == 'run':
       return run(args)
     summarise(args.runs_root, args.kinds, args.demos, args.png,

@@ -10,7 +10,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def load_script(folder: str, name: str):
   """<folder>/<name>.py of the checkout (bench/, studies/: folders of scripts,
   not packages) as a module; the folder joins sys.path for the scripts' own
-  helpers (_checkout, _timing, _cells)."""
+  helpers (_checkout, _timing, harness)."""
   import importlib.util
   import sys
   where = os.path.join(REPO_ROOT, folder)

@@ -4,7 +4,6 @@ summary's figures, on run directories written by hand (no training)."""
 import csv
 import dataclasses
 import json
-import math
 import os
 
 import pytest
@@ -233,7 +232,7 @@ def test_the_cli_resolves_the_start_command(tmp_path, strategy):
   assert (cfg.mpo.duals.num_steps, cfg.mpo.duals.temperature_optimizer.name,
           cfg.mpo.duals.solver, cfg.mpo.duals.temperature_for_weights) == (
               steps, t_opt, solver, weights)
-  assert ds.config_mismatches(
+  assert ds.harness.config_mismatches(
       config_lib.to_dict(cfg),
       ds.expected_config(resolve.load_named_config(MAKE_RUN), strategy, 3)) == []
 
@@ -356,6 +355,17 @@ def test_plan_refuses_a_cell_at_another_replay_ratio(tmp_path):
                       500)[0] == 'resume'
 
 
+def test_plan_refuses_to_continue_a_run_without_a_readable_config(tmp_path,
+                                                                 tiny):
+  run_dir = tmp_path / 'adam1_s0'
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text('{"torn')
+  action, command, note = ds.cell_plan(str(tmp_path), TINY, tiny, 'adam1',
+                                       0, 500)
+  assert (action, command) == ('refuse', None)
+  assert 'no readable config.json' in note
+
+
 def test_plan_refuses_a_wrong_seed(tmp_path, tiny):
   run_dir = str(tmp_path / 'adam1_s4')
   _config_json(run_dir, tiny, 'adam1', 5)
@@ -433,7 +443,7 @@ def test_summary_figures(study, capsys):
                         task='fake:task', quiet=True)
   assert result['budget'] == BUDGET
   assert (result['best'], result['best_median']) == ('adam1', 300.0)
-  cells = {ds.cell_name(c['strategy'], c['seed']): c
+  cells = {ds.harness.cell_name(c['strategy'], c['seed']): c
            for c in result['cells']}
   assert set(cells) == {'adam1_s0', 'adam1_s1', 'adam1_s2', 'adam1_s4',
                         'adam10_s0', 'adam10_s1', 'adam10_s2', 'adam10_s3'}
@@ -511,23 +521,6 @@ def test_another_reference_turns_the_pairing_round(study, capsys):
     ds.make_parser().parse_args(['summary', '--reference', 'adam2'])
 
 
-def test_median_reached_counts_half_as_enough():
-  assert ds.median_reached([100, None]) == 100
-  assert ds.median_reached([100, 300, None, None]) == 200
-  assert ds.median_reached([100, None, None]) is None
-  assert ds.median_reached([]) is None
-
-
-def test_paired_uses_only_shared_seeds():
-  def cell(seed, value, counted=True):
-    return {'seed': seed, 'final_return': value, 'counted': counted}
-  ref = [cell(0, 10.0), cell(1, 20.0), cell(2, 30.0, counted=False)]
-  mine = [cell(0, 15.0), cell(2, 0.0), cell(3, 99.0)]
-  p = ds.paired(mine, ref, 'final_return')
-  assert p['seeds'] == [0] and p['differences'] == [5.0]
-  assert (p['better'], p['worse']) == (1, 0)
-
-
 def test_summary_files_and_json_line(study, capsys):
   rc, out = _summary(study, capsys)
   assert rc == 0
@@ -560,32 +553,6 @@ def test_summary_flags_a_budget_other_than_the_study(study):
   finished = [c for c in cells if c['finished']]
   assert finished and all(not c['counted'] for c in finished)
   assert all('budget 1000' in '; '.join(c['problems']) for c in finished)
-
-
-def test_auc_and_steps_edge_cases():
-  assert ds.area_under_curve([], 100) is None
-  # A constant return's AUC is that return.
-  assert ds.area_under_curve([(0, 7.0), (100, 7.0)], 100) == pytest.approx(7)
-  assert ds.steps_to([(0, 1.0), (10, 5.0), (20, 9.0)], 5.0) == 10
-  assert ds.steps_to([(0, 1.0)], 5.0) is None
-  assert ds.steps_to([(0, 1.0)], None) is None
-  assert not math.isnan(ds.area_under_curve([(0, 1.0)], 100))
-  # Every run spans [0, budget]: a first evaluation after step 0 (the
-  # untrained policy's) holds from 0, so a late first point loses no area.
-  assert ds.area_under_curve([(500, 80.0), (1000, 80.0)], 1000) == (
-      pytest.approx(80.0))
-  assert ds.area_under_curve([(200, 0.0), (1000, 100.0)], 1000) == (
-      pytest.approx(40.0))
-
-
-def test_find_cells_reads_strategy_names_with_underscores(tmp_path):
-  for name in ('exact_before_s3', 'exact_after_s10', 'adam1_s0', 'other_s1',
-               'adam1_sx'):
-    (tmp_path / name).mkdir()
-  found = ds.find_cells(str(tmp_path), ['adam1', 'exact_before',
-                                        'exact_after'])
-  assert [(s, seed) for s, seed, _ in found] == [
-      ('adam1', 0), ('exact_before', 3), ('exact_after', 10)]
 
 
 # ------------------------------------------------------ committed records
@@ -632,7 +599,7 @@ def test_records_alone_give_the_same_study(study, tmp_path, capsys):
   assert counted_stats(from_records) == counted_stats(from_runs)
   assert from_runs['stats']['adam10']['cells'] == 4
   assert from_records['stats']['adam10']['cells'] == 3
-  cells = {ds.cell_name(c['strategy'], c['seed']): c
+  cells = {ds.harness.cell_name(c['strategy'], c['seed']): c
            for c in from_records['cells']}
   assert len(cells) == 6 and all(c['counted'] for c in cells.values())
   assert cells['adam1_s0']['temperature'] == [(100, 10.0), (200, 5.0),
@@ -663,21 +630,18 @@ def test_an_os_error_naming_no_path_keeps_its_traceback(tmp_path,
              '--strategies', 'adam1', '--seeds', '0'])
 
 
-def test_a_record_wins_over_an_unfinished_run_without_reading_it(
-    study, tmp_path, tiny, capsys, monkeypatch):
+def test_a_record_wins_over_an_unfinished_run(study, tmp_path, tiny,
+                                              capsys):
   records = str(study.parent / 'records')
   _summary(study, capsys)
   fresh = tmp_path / 'fresh_runs'
   part = str(fresh / 'adam1_s0')  # restarted here, recorded elsewhere
   _config_json(part, tiny, 'adam1', 0)
   _evaluator_csv(part, [(0, 0.0)], None, BUDGET)
-  read = []
-  real = ds.run_parts
-  monkeypatch.setattr(ds, 'run_parts', lambda d: read.append(d) or real(d))
-  found = {(s, n): src for s, n, src, _ in
-           ds.collect(str(fresh), records, ['adam1'], [0])}
-  assert found[('adam1', 0)].endswith('adam1_s0.json')
-  assert read == []
+  (cell,) = ds.summarise(str(fresh), TINY, ['adam1'], [0], quiet=True,
+                         records_dir=records)['cells']
+  assert cell['source'].endswith('adam1_s0.json') and cell['counted']
+  assert cell['final_return'] == 200.0
 
 
 def test_plan_skips_a_recorded_cell_and_refuses_a_corrupt_record(
@@ -715,17 +679,18 @@ def test_a_record_of_another_cell_or_format_is_refused(tmp_path):
   path = tmp_path / 'adam1_s0.json'
   path.write_text(json.dumps({'format': ds.RECORD_FORMAT,
                               'strategy': 'adam10', 'seed': 0}))
-  with pytest.raises(ds.RecordError, match="records 'adam10' seed 0"):
-    ds.read_record(str(path), 'adam1', 0)
+  with pytest.raises(ds.harness.RecordError,
+                     match="records 'adam10' seed 0"):
+    ds.STUDY.read_record(str(path), 'adam1', 0)
   path.write_text(json.dumps({'strategy': 'adam1', 'seed': 0}))
-  with pytest.raises(ds.RecordError, match='format'):
-    ds.read_record(str(path), 'adam1', 0)
+  with pytest.raises(ds.harness.RecordError, match='dual_study.cell/1'):
+    ds.STUDY.read_record(str(path), 'adam1', 0)
   path.write_text(json.dumps({'format': ds.RECORD_FORMAT,
                               'strategy': 'adam1', 'seed': 0,
                               'final': {}, 'config': {}, 'curve': [[1]],
                               'learner': {'temperature': []}}))
-  with pytest.raises(ds.RecordError, match='malformed'):
-    ds.read_record(str(path), 'adam1', 0)
+  with pytest.raises(ds.harness.RecordError, match='malformed'):
+    ds.STUDY.read_record(str(path), 'adam1', 0)
 
 
 def test_a_record_of_another_run_is_kept_not_overwritten(study, capsys):
@@ -814,7 +779,7 @@ def test_records_keep_the_code_each_cell_ran_and_tables_say_when_it_differs(
   records = study.parent / 'records'
   result = ds.summarise(str(study), TINY, ['adam1', 'adam10'], quiet=True,
                         records_dir=str(records))
-  cells = {ds.cell_name(c['strategy'], c['seed']): c
+  cells = {ds.harness.cell_name(c['strategy'], c['seed']): c
            for c in result['cells']}
   assert cells['adam1_s0']['code'] == [a[:12]]
   assert cells['adam10_s2']['code'] == [a[:12], b[:12] + '+dirty']
