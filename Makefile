@@ -1,6 +1,7 @@
 # `make run`  - the main job: distributed MPO (local_mp) on dm_control cartpole:swingup.
 # `make test` - the default test suite.
 # `make lint` - ruff and the import contract (pyproject.toml); CI runs it.
+# `make test-tooling` - tests of the bench/ and studies/ scripts; CI runs it.
 # Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
 SHELL := /bin/bash
 VENV := .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.lint-installed
 
-.PHONY: run test test-slow lint venv bench clean-venv
+.PHONY: run test test-slow test-tooling lint venv bench clean-venv
 
 venv: $(STAMP)
 
@@ -37,6 +38,9 @@ test: venv
 
 test-slow: venv
 	$(PY) -m pytest -q -m slow tests
+
+test-tooling: venv
+	$(PY) -m pytest -q -m tooling tests
 
 # The lint tools join .venv (requirements-lint.lock adds packages, changes no
 # pin): the import contract needs the installed `tandem` to find its modules.

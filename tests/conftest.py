@@ -61,6 +61,20 @@ def _share_compilations():
 
 _XLA_CACHE = _share_compilations()
 
+_TOOLING = ('bench', 'studies')
+
+
+def pytest_collection_modifyitems(config, items):
+  """Tests of the bench/ and studies/ scripts are marked `tooling`: they
+  guard research tooling, not the product, so the default run leaves them
+  to `make test-tooling` (which CI runs)."""
+  del config
+  tests_dir = os.path.dirname(os.path.abspath(__file__))
+  for item in items:
+    rel = os.path.relpath(str(item.path), tests_dir)
+    if rel.split(os.sep)[0] in _TOOLING:
+      item.add_marker(pytest.mark.tooling)
+
 
 # Courier's C++ clients of test_mt programs that have stopped, kept alive
 # until the test process ends (see below).
