@@ -1,7 +1,7 @@
 # Tandem image: CPython 3.10, the pinned stack, `tandem` as entrypoint.
 #   docker build -t tandem .                                  # CPU (actors, CPU learner)
 #   docker build -t tandem-gpu --build-arg ACCELERATOR=cuda12 .  # CUDA JAX for a GPU learner
-#   mkdir -p runs; docker run --rm --stop-timeout 75 --user "$(id -u):$(id -g)" -e HOME=/tmp \
+#   mkdir -p runs; docker run --rm --network none --stop-timeout 75 --user "$(id -u):$(id -g)" -e HOME=/tmp \
 #       -v $PWD/runs:/tandem/runs tandem train --config configs/mpo.py:cartpole
 #   (a GPU learner: tandem-gpu and --gpus all)
 # (README, Cloud deployment: why each flag.)

@@ -1,7 +1,8 @@
 """The `tandem` command line.
 
   tandem train --config configs/mpo.py:cartpole [--launch local_mp|local_mt]
-               [--num_actors N] [--name NAME] [--mpo.duals.num_steps=10 ...]
+               [--network private|host] [--num_actors N] [--name NAME]
+               [--mpo.duals.num_steps=10 ...]
   tandem train --resume runs/<name> [--env_step_budget=...]
   tandem train-ail --config configs/ail.py:gail_cartpole --demos FILE.npz
                [--launch ...] [--num_actors N] [--name NAME] [--ail.kind=airl ...]
@@ -25,6 +26,7 @@ from typing import Optional, Sequence
 from tandem.agents.core.fields import ConfigError
 from tandem.launch import config as config_lib
 from tandem.launch import demos
+from tandem.launch import network
 from tandem.launch import programs
 from tandem.launch import train
 from tandem.launch.errors import EXIT_BAD_INPUT, EXIT_OK, UsageError
@@ -54,6 +56,11 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
   t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
                  default='local_mp')
   t.add_argument('--num_actors', type=int)
+  t.add_argument('--network', choices=network.CHOICES, default=network.PRIVATE,
+                 help="private (default): the run's nodes in a network "
+                 'namespace of their own, unreachable from outside it\n'
+                 '(docs/security.md); host: on the host network, for tools '
+                 'that attach to live nodes')
   t.add_argument('--name', help='run name (directory under runs_root)')
   t.add_argument('--drop_replay', action='store_true',
                  help='on --resume: start from an empty replay buffer '
@@ -131,6 +138,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not getattr(args, 'show_config', False):  # which reads configs only
       check_stack(args.command)
     if args.command in programs.COMMANDS:
+      if argv is None and not args.show_config:  # the `tandem` command
+        network.isolate(args.network, sys.argv[1:])
       return train.train(args, extra, args.command)
     if extra:
       parser.error(f'unrecognized arguments: {extra}')

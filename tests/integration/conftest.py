@@ -10,9 +10,10 @@ import pytest
 from tests import REPO_ROOT as ROOT
 
 
-def run_tandem(args, timeout=480):
-  """Runs the `tandem` CLI in a subprocess; returns CompletedProcess."""
-  env = dict(os.environ)
+def run_tandem(args, timeout=480, env=None):
+  """Runs the `tandem` CLI in a subprocess (with `env` over this process's
+  environment); returns CompletedProcess."""
+  env = dict(os.environ, **(env or {}))
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
   return subprocess.run(
       [sys.executable, '-m', 'tandem.launch.cli'] + list(args), cwd=ROOT, env=env,
