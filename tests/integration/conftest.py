@@ -90,6 +90,38 @@ def stop_program(run_dir, proc=None):
       pass
 
 
+def listening_addresses(pid: int) -> list:
+  """[(ip, port)] of the TCP sockets process `pid` listens on, sorted, read
+  from its own /proc entries: its socket inodes, looked up in its network
+  namespace's tables (psutil's net_connections reads the caller's
+  namespace, which a private run's nodes are not in)."""
+  import socket
+  inodes = set()
+  for fd in os.listdir(f'/proc/{pid}/fd'):
+    try:
+      target = os.readlink(f'/proc/{pid}/fd/{fd}')
+    except OSError:
+      continue
+    if target.startswith('socket:['):
+      inodes.add(target[8:-1])
+  found = set()
+  for name, family in (('tcp', socket.AF_INET), ('tcp6', socket.AF_INET6)):
+    try:
+      with open(f'/proc/{pid}/net/{name}') as f:
+        rows = f.read().splitlines()[1:]
+    except OSError:
+      continue
+    for row in rows:
+      fields = row.split()
+      if fields[3] != '0A' or fields[9] not in inodes:  # 0A: LISTEN
+        continue
+      hex_ip, hex_port = fields[1].split(':')
+      raw = bytes.fromhex(hex_ip)  # 32-bit words in host (little) order
+      raw = b''.join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+      found.add((socket.inet_ntop(family, raw), int(hex_port, 16)))
+  return sorted(found)
+
+
 def processes_mentioning(text):
   """Live processes whose environment or command line mentions `text`."""
   found = []

@@ -11,6 +11,7 @@ from tandem.agents.runtime import logs
 from tandem.agents.replay import replay_checkpoints
 from tandem.agents.core import schedules
 from tests.integration.conftest import (interrupt_after_learner_steps,
+                                        listening_addresses,
                                         processes_mentioning, run_tandem,
                                         start_tandem, wait_for_learner_steps)
 
@@ -236,17 +237,14 @@ def test_killed_replay_is_named_and_the_learner_checkpoints(runs_root):
 
 
 def _check_listening_sockets_are_as_the_readme_says(run_dir, launcher_pid):
-  """README, "Security notes": each node process listens on one TCP port on
-  every interface (Reverb and Courier bind "[::]:<port>"; Launchpad offers
-  no way to bind loopback), the launcher on none. Read from the processes'
-  own socket tables, never by connecting anywhere."""
-  import psutil
+  """docs/security.md: each node process listens on one TCP port on every
+  interface of its network namespace (Reverb and Courier bind
+  "[::]:<port>"; Launchpad offers no way to bind loopback), the launcher on
+  none. Read from the processes' own socket tables, never by connecting
+  anywhere."""
   from tandem.agents.runtime import supervision
-  listening = {}
-  for pid in supervision.program_processes(run_dir) + [launcher_pid]:
-    conns = psutil.Process(pid).net_connections('inet')
-    listening[pid] = sorted({(c.laddr.ip, c.laddr.port) for c in conns
-                             if c.status == psutil.CONN_LISTEN})
+  listening = {pid: listening_addresses(pid) for pid in
+               supervision.program_processes(run_dir) + [launcher_pid]}
   assert listening.pop(launcher_pid) == []
   nodes = {supervision._node_name(pid): addrs
            for pid, addrs in listening.items()}

@@ -12,7 +12,8 @@ import pytest
 
 from tandem.launch import network
 from tests.integration.conftest import (interrupt_after_learner_steps,
-                                        run_tandem, start_tandem,
+                                        listening_addresses, run_tandem,
+                                        start_tandem,
                                         stop_program, wait_for_learner_steps)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
@@ -20,23 +21,6 @@ TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 pytestmark = pytest.mark.skipif(
     network.unavailable_reason() is not None,
     reason=f'no network namespaces here: {network.unavailable_reason()}')
-
-
-def listening_ports(pid: int) -> set:
-  """TCP ports in LISTEN state in the network namespace of process `pid`
-  (its /proc/<pid>/net view)."""
-  ports = set()
-  for name in ('tcp', 'tcp6'):
-    try:
-      with open(f'/proc/{pid}/net/{name}') as f:
-        rows = f.read().splitlines()[1:]
-    except OSError:
-      continue
-    for row in rows:
-      fields = row.split()
-      if fields[3] == '0A':  # TCP_LISTEN
-        ports.add(int(fields[1].rsplit(':', 1)[1], 16))
-  return ports
 
 
 def refused(port: int) -> bool:
@@ -70,7 +54,7 @@ def test_nodes_listen_only_inside_the_run_namespace(runs_root):
     ports = set()
     deadline = time.monotonic() + 60
     while len(ports) < 3 and time.monotonic() < deadline:
-      ports = set().union(*(listening_ports(p.pid) for p in nodes))
+      ports = {port for p in nodes for _, port in listening_addresses(p.pid)}
       time.sleep(0.5)
     assert len(ports) >= 3, ports  # replay, counter, learner at least
     # Listening, and no connection from outside reaches any of them: not a
