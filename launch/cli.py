@@ -36,7 +36,7 @@ def plot(args) -> int:
   from tandem.launch import plotting
   try:
     out = plotting.plot_run(args.run_dir, args.out)
-  except FileNotFoundError as e:
+  except (FileNotFoundError, plotting.PlotError) as e:
     raise UsageError(str(e)) from e
   print(out)
   return EXIT_OK
@@ -52,7 +52,9 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
       f'{config_cls.__name__} shown: a named config sets some of them\n'
       'differently, and --config <file.py>:<name> --show_config prints '
       'its values):\n' + config_lib.describe(config_cls()))
-  t.add_argument('--config', help=f'<file.py>:<name>, e.g. {example}')
+  t.add_argument('--config', help=f'<file.py>:<name>, e.g. {example}; the '
+                 'file is run as Python (also under --show_config): use only '
+                 'config files you would run')
   t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
                  default='local_mp')
   t.add_argument('--num_actors', type=int)
@@ -72,7 +74,7 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
   t.add_argument('--show_config', action='store_true',
                  help='print every field of the config this command would '
                  'run (--config or\nthe run\'s config.json, with the '
-                 'overrides) and exit; starts and writes nothing')
+                 'overrides) and exit; starts no node and writes nothing')
   return t
 
 

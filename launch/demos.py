@@ -52,7 +52,7 @@ def check_demonstrations(cfg, run_dir: Optional[str] = None) -> dict:
         first = json.load(f)
       if not isinstance(first, dict):
         raise ValueError(f'a JSON object expected, got {type(first).__name__}')
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
       raise UsageError(
           f'{path}: unreadable ({e}); it records the demonstrations file '
           'this run started with (path, sha256, transitions), which a '

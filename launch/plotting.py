@@ -9,6 +9,26 @@ from tandem.agents.runtime import logs
 from tandem.agents.runtime.rundir import RunDir
 
 
+class PlotError(ValueError):
+  """A log cannot be drawn, or the picture cannot be written; names which."""
+
+
+def series(rows: list, path: str, x: str, y: str) -> tuple[list, list]:
+  """The (x, y) columns of a log's rows as numbers; PlotError naming the
+  file, the column and the first row where one is missing or not a number
+  (a picture of garbage would look like a result)."""
+  if rows and (x not in rows[0] or y not in rows[0]):
+    missing = [c for c in (x, y) if c not in rows[0]]
+    raise PlotError(f'{path}: no column {missing[0]!r}; found '
+                    f'{sorted(rows[0])}')
+  for n, r in enumerate(rows, start=2):  # line 1 is the header
+    for c in (x, y):
+      if not isinstance(r[c], (int, float)) or isinstance(r[c], bool):
+        raise PlotError(f'{path}: line {n}: column {c!r} is {r[c]!r}, '
+                        'expected a number')
+  return [r[x] for r in rows], [r[y] for r in rows]
+
+
 def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   rd = RunDir(run_dir)
   eval_csv = os.path.join(rd.logs, 'evaluator.csv')
@@ -21,13 +41,13 @@ def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   fig, ax = plt.subplots(figsize=(7, 4))
   for name in sorted(os.listdir(rd.logs)):
     if name.startswith('actor_') and name.endswith('.csv'):
-      rows = logs.read_csv(os.path.join(rd.logs, name))
+      path = os.path.join(rd.logs, name)
+      rows = logs.read_csv(path)
       if rows:
-        ax.plot([r['env_steps'] for r in rows],
-                [r['episode_return'] for r in rows], '.', alpha=0.3,
-                markersize=3, label=f'{name[:-4]} (episodes)')
+        ax.plot(*series(rows, path, 'env_steps', 'episode_return'), '.',
+                alpha=0.3, markersize=3, label=f'{name[:-4]} (episodes)')
   rows = logs.read_csv(eval_csv)
-  ax.plot([r['env_steps'] for r in rows], [r['eval_return'] for r in rows],
+  ax.plot(*series(rows, eval_csv, 'env_steps', 'eval_return'),
           'o-', color='black', label='evaluator (mean action)')
   learned = [r for r in rows if isinstance(r.get('learned_return'), float)]
   if learned:
@@ -45,6 +65,14 @@ def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   ax.legend(fontsize=8)
   out = out or os.path.join(run_dir, 'learning_curve.png')
   fig.tight_layout()
-  fig.savefig(out, dpi=100)
-  plt.close(fig)
+  try:
+    if os.path.islink(out):
+      raise PlotError(f'{out} is a symbolic link; tandem plot writes only '
+                      'regular files, never through a link')
+    fig.savefig(out, dpi=100)
+  except OSError as e:
+    raise PlotError(f'{out}: cannot write the picture ({e.strerror or e}); '
+                    'choose another --out') from e
+  finally:
+    plt.close(fig)
   return out

@@ -13,6 +13,7 @@ import subprocess
 import time
 from typing import Iterator, Optional
 
+from tandem.agents.core import files
 from tandem.agents.core.fields import ConfigError
 from tandem.agents.runtime.rundir import Lock, RunDir
 from tandem.launch import config as config_lib
@@ -25,8 +26,19 @@ from tandem.launch.errors import UsageError
 
 
 def refuse_to_overwrite(rd: RunDir, cfg, resume: bool) -> None:
-  """A fresh launch never writes over what a run left; a run directory whose
-  path Reverb cannot glob never holds replay checkpoints."""
+  """A fresh launch never writes over what a run left; a run directory that
+  holds a symbolic link is refused, naming it, before anything is written;
+  a run directory whose path Reverb cannot glob never holds replay
+  checkpoints."""
+  links = rd.links()
+  if links:
+    shown = ', '.join(links[:3]) + (f' and {len(links) - 3} more'
+                                    if len(links) > 3 else '')
+    raise UsageError(
+        f'run directory {rd.root} holds a symbolic link where Tandem writes '
+        f'({shown}); Tandem never makes one and never writes through one: '
+        'move it out of the run directory (or replace it with the file it '
+        'points to)')
   left = None if resume else _left_by_a_run(rd)
   if left == 'config.json':
     raise UsageError(f'run directory {rd.root} already holds a run; continue '
@@ -172,7 +184,12 @@ def _load_for_resume(checkpoint: str, template) -> None:
   the counts reconcile rolls back to); raises CheckpointError."""
   from tandem.agents.core import checkpointing
   from tandem.agents.runtime import resume as resume_lib
-  _, meta = checkpointing.restore_with_metadata(checkpoint, template)
+  tree, meta = checkpointing.restore_with_metadata(checkpoint, template)
+  bad = checkpointing.non_finite_entries(tree)
+  if bad:
+    raise checkpointing.CheckpointError(
+        f'checkpoint {checkpoint}: entry {bad[0]} holds non-finite values '
+        f'({len(bad)} entries do); a learner never saves one')
   resume_lib.checkpoint_counts(checkpoint, meta)
 
 
@@ -275,7 +292,7 @@ def record_config_history(rd, cfg, resume: bool) -> int:
   # A line cut short (disk full, power cut) would otherwise swallow the
   # following ones and stop the count.
   segment = 1 + max(lines, rd.highest_segment())
-  with open(path, 'a') as f:
+  with files.open_to_write(path, 'a') as f:
     if torn:
       f.write('\n')
     f.write(json.dumps({'time': time.time(), 'resume': resume,

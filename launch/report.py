@@ -119,11 +119,17 @@ def report_stops(rd, cfg, node_names: list, segment: int,
             n not in crashed]
   seconds = ({n: round(t - stop_time, 3) for n, t in finished.items()}
              if stop_time else {})
-  os.makedirs(rd.segment_nodes(segment), exist_ok=True)
-  write_json_atomic(os.path.join(rd.segment_nodes(segment), 'stop_times.json'),
-                    {'stop_time': stop_time, 'seconds_to_stop': seconds,
-                     'killed': killed, 'crashed': sorted(crashed),
-                     'stop_grace_s': cfg.stop_grace_s})
+  path = os.path.join(rd.segment_nodes(segment), 'stop_times.json')
+  try:
+    os.makedirs(rd.segment_nodes(segment), exist_ok=True)
+    write_json_atomic(path, {'stop_time': stop_time,
+                             'seconds_to_stop': seconds, 'killed': killed,
+                             'crashed': sorted(crashed),
+                             'stop_grace_s': cfg.stop_grace_s})
+  except OSError as e:
+    # A full disk must not cost the report below and the resume hint.
+    print(f'tandem: warning: could not write {path} ({e.strerror or e}); '
+          'the stop report follows here only', file=sys.stderr)
   if killed:
     print(f'\nnode(s) {", ".join(killed)} ended without finishing their stop: '
           'killed by a signal (Launchpad\'s SIGKILL once stop_grace_s='

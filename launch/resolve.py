@@ -3,9 +3,11 @@ overrides, or a run's stored config.json with the changes a resume allows."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import traceback
 from typing import Sequence
 
 from tandem.agents.core.fields import ConfigError
@@ -28,6 +30,26 @@ def check_kind(config_class: type, command: str, where: str) -> None:
                      f'{wanted}')
 
 
+@contextlib.contextmanager
+def _config_code(spec: str, path: str, what: str):
+  """Runs a config file's own code: a ConfigError or UsageError passes (a
+  field its config refused); anything else it raises becomes a UsageError
+  naming the file, the line in it and the error, not a traceback."""
+  try:
+    yield
+  except (UsageError, ConfigError):
+    raise
+  except Exception as e:  # noqa: BLE001  (a user's code can raise anything)
+    line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else None
+    if line is None:
+      frames = [f for f in traceback.extract_tb(e.__traceback__)
+                if os.path.abspath(f.filename) == os.path.abspath(path)]
+      line = frames[-1].lineno if frames else None
+    where = f'{path}, line {line}' if line else path
+    raise UsageError(f'--config {spec!r}: {what} failed at {where}: '
+                     f'{type(e).__name__}: {e}') from e
+
+
 def load_named_config(spec: str) -> config_lib.TrainConfig:
   """'configs/mpo.py:cartpole' -> the TrainConfig that function returns."""
   path, sep, name = spec.partition(':')
@@ -39,7 +61,8 @@ def load_named_config(spec: str) -> config_lib.TrainConfig:
   module_spec = importlib.util.spec_from_file_location('tandem_user_config',
                                                        path)
   module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  with _config_code(spec, path, 'loading'):
+    module_spec.loader.exec_module(module)
   names = sorted(n for n in getattr(module, 'CONFIGS', ()) or
                  [n for n in dir(module) if not n.startswith('_') and
                   callable(getattr(module, n))])
@@ -47,7 +70,8 @@ def load_named_config(spec: str) -> config_lib.TrainConfig:
   if fn is None or not callable(fn):
     raise UsageError(f'--config {spec!r}: {path} has no config {name!r}; '
                      f'available: {names}')
-  cfg = fn()
+  with _config_code(spec, path, f'{name}()'):
+    cfg = fn()
   if not isinstance(cfg, config_lib.TrainConfig):
     raise UsageError(f'--config {spec!r}: {name}() returned '
                      f'{type(cfg).__name__}, expected a TrainConfig')
@@ -123,13 +147,19 @@ def resolve_train_config(args, extra: Sequence[str],
   return cfg, run_dir, bool(args.resume)
 
 
+def _no_constants(name: str):
+  """json's parse_constant: a config holds finite numbers, and a NaN would
+  later compare unequal to itself (a resume would call it a change)."""
+  raise ValueError(f'{name} is not a valid value: config fields are finite')
+
+
 def read_run_json(path: str, named_by: str) -> dict:
   """A run directory's config.json as stored (not validated), or a
   UsageError naming the flag and value (`named_by`) that pointed at it."""
   try:
     with open(path) as f:
-      data = json.load(f)
-  except (OSError, ValueError) as e:
+      data = json.load(f, parse_constant=_no_constants)
+  except (OSError, ValueError, RecursionError) as e:
     raise UsageError(f'{named_by}: config.json is unreadable or invalid '
                      f'({e})') from e
   if not isinstance(data, dict):

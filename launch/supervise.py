@@ -132,7 +132,7 @@ def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
       with open(path) as f:
         progress = json.load(f)
       line = progress_line(progress)
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, RecursionError, KeyError):
       continue
     if not device_shown and progress.get('learner_device'):
       print(f"learner device: {progress['learner_device']}", flush=True)

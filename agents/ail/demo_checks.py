@@ -16,6 +16,7 @@ from tandem.agents.ail.demo_format import (ACTIONS, DISCOUNTS, EPISODE_INDEX,
                                            EPISODE_RETURNS, NEXT_OBSERVATIONS,
                                            OBSERVATIONS, REWARDS, STEP_INDEX,
                                            DemoError, Demonstrations)
+from tandem.agents.core import npz as npz_members
 from tandem.agents.envs import wrappers
 
 # Arrays every file holds whatever its observation layout.
@@ -72,6 +73,28 @@ def read_array(npz, name: str, source: str) -> np.ndarray:
     _fail(source, name,
           f'could not be read (corrupt archive member?): '
           f'{type(e).__name__}: {e}')
+
+
+def check_headers(npz, names: Sequence[str], source: str) -> None:
+  """Every member's declared shape and dtype, from its header alone (no
+  data decompressed): numeric, at most npz_members.MAX_MEMBER_BYTES, at
+  least one dimension, and the same row count in every per-step array; a
+  DemoError naming the first that is not."""
+  declared = {}
+  for name in names:
+    try:
+      declared[name] = npz_members.header(npz, name)
+    except npz_members.BadMember as e:
+      _fail(source, name, f'{e}.')
+    if not declared[name].shape:
+      _fail(source, name, 'expected an array with a row per step, found a '
+            'scalar.')
+  per_step = [n for n in names if n != EPISODE_RETURNS]
+  rows = declared[per_step[0]].shape[0]
+  for name in per_step[1:]:
+    if declared[name].shape[0] != rows:
+      _fail(source, name, f'expected {rows} rows (as {per_step[0]!r}), found '
+            f'{declared[name].shape[0]} (from its header; nothing read).')
 
 
 def _missing(source: str, name: str, available) -> DemoError:

@@ -74,9 +74,9 @@ def load(path: str, *, observation_dim: int, action_dim: int,
       expected and what was found.
   """
   with demo_checks.open_archive(path) as npz:
-    available = set(npz.files)
-    arrays = {name: demo_checks.read_array(npz, name, path)
-              for name in demo_checks.needed_names(available, observation_keys, path)}
+    names = demo_checks.needed_names(set(npz.files), observation_keys, path)
+    demo_checks.check_headers(npz, names, path)
+    arrays = {name: demo_checks.read_array(npz, name, path) for name in names}
   return demo_checks.validate(arrays, path, observation_dim=observation_dim,
                    action_dim=action_dim, keys=observation_keys)
 

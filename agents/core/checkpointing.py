@@ -20,9 +20,12 @@ import jax
 import numpy as np
 
 from tandem.agents.core import files
+from tandem.agents.core import npz
 
 _META_KEY = '__metadata__'
 _FORMAT = 'tandem-pytree-v1'
+# Counts, a config hash and the like: a few kB.
+_MAX_METADATA_BYTES = 2**20
 
 
 class CheckpointError(ValueError):
@@ -62,8 +65,9 @@ def _open(path: str):
 
 def _metadata(path: str, data) -> dict:
   try:
+    npz.header(data, _META_KEY, limit=_MAX_METADATA_BYTES)
     meta = json.loads(str(data[_META_KEY]))
-  except (ValueError, zipfile.BadZipFile, OSError) as e:
+  except (ValueError, RecursionError, zipfile.BadZipFile, OSError) as e:
     raise CheckpointError(f'checkpoint {path}: corrupt metadata ({e})') from e
   if not isinstance(meta, dict) or meta.get('format') != _FORMAT:
     found = meta.get('format') if isinstance(meta, dict) else meta
@@ -102,19 +106,34 @@ def _fill(path: str, data, template):
         f'{missing}, unexpected {extra}')
   leaves = []
   for name, leaf in named:
+    ref = np.asarray(leaf)
+    # The header first: an entry of another shape is refused before its
+    # data is decompressed or allocated.
+    try:
+      declared = npz.header(data, name)
+    except npz.BadMember as e:
+      raise CheckpointError(f'checkpoint {path}: entry {name}: {e}') from e
+    if declared.shape != ref.shape or declared.dtype != ref.dtype:
+      raise CheckpointError(
+          f'checkpoint {path}: entry {name} has {declared.describe()}, '
+          f'expected shape {ref.shape} dtype {ref.dtype}')
     try:
       value = data[name]
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
       raise CheckpointError(f'checkpoint {path}: entry {name} is corrupt '
                             f'({e})') from e
-    ref = np.asarray(leaf)
-    if value.shape != ref.shape or value.dtype != ref.dtype:
-      raise CheckpointError(
-          f'checkpoint {path}: entry {name} has shape {value.shape} dtype '
-          f'{value.dtype}, expected {ref.shape} {ref.dtype}')
     leaves.append(value)
   treedef = jax.tree_util.tree_structure(template)
   return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def non_finite_entries(tree) -> list[str]:
+  """The names of `tree`'s floating-point leaves that hold a NaN or an
+  infinity. A learner skips any update that would produce one, so a
+  checkpoint holding one was damaged or written by something else."""
+  return [name for name, leaf in _named_leaves(tree)
+          if np.issubdtype(np.asarray(leaf).dtype, np.floating)
+          and not np.all(np.isfinite(leaf))]
 
 
 # --------------------------------------------------------------------------

@@ -71,7 +71,8 @@ class Counter:
       raw, elapsed = state['counts'], state['elapsed_s']
       extra = dict(state.get('extra', {}))
       items = list(raw.items())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, RecursionError, KeyError, TypeError,
+            AttributeError) as e:
       raise CounterStateError(f'counter state {path}: unreadable ({e})') from e
     # Wrong values would be carried on: a NaN elapsed_s into every later
     # rate, a negative or fractional count into budgets and schedules.

@@ -21,6 +21,8 @@ import os
 import time
 from typing import Mapping, Optional
 
+from tandem.agents.core import files
+
 REQUIRED = ('env_steps', 'learner_steps')
 
 
@@ -73,9 +75,9 @@ class Logger:
     if self._fields is None:
       self._fields = list(self._required) + sorted(
           k for k in row if k not in self._required)
-      with open(self._path, 'w', newline='') as f:
+      with files.open_to_write(self._path, 'w', newline='') as f:
         csv.writer(f).writerow(self._fields)
-    with open(self._path, 'a', newline='') as f:
+    with files.open_to_write(self._path, 'a', newline='') as f:
       csv.DictWriter(f, fieldnames=self._fields,
                      extrasaction='ignore').writerow(row)
     if self._tb_enabled and tensorboard:
@@ -132,7 +134,8 @@ def set_aside_torn_line(path: str, dest: str) -> bytes:
     f.seek(keep)
     torn = f.read()
     os.makedirs(dest, exist_ok=True)
-    with open(os.path.join(dest, os.path.basename(path)), 'ab') as out:
+    with files.open_to_write(os.path.join(dest, os.path.basename(path)),
+                             'ab') as out:
       out.write(torn + b'\n')
       out.flush()
       os.fsync(out.fileno())

@@ -36,6 +36,7 @@ import shutil
 from typing import Optional
 
 from tandem.agents.core import checkpointing
+from tandem.agents.core import files
 from tandem.agents.runtime import counting
 from tandem.agents.runtime import logs
 from tandem.agents.core.files import write_json_atomic
@@ -93,7 +94,7 @@ def _published_counts(rd: RunDir) -> dict:
   try:
     with open(rd.progress) as f:
       counts = json.load(f)['counts']
-  except (OSError, ValueError, KeyError, TypeError):
+  except (OSError, ValueError, RecursionError, KeyError, TypeError):
     return {}
   return counts if isinstance(counts, dict) else {}
 
@@ -220,7 +221,7 @@ def _move_rows(path: str, pick, dest: str) -> int:
   os.makedirs(dest, exist_ok=True)
   out = os.path.join(dest, os.path.basename(path))
   fresh = not os.path.exists(out)
-  with open(out, 'a', newline='') as f:
+  with files.open_to_write(out, 'a', newline='') as f:
     w = csv.writer(f)
     if fresh:
       w.writerow(header)
@@ -231,7 +232,7 @@ def _move_rows(path: str, pick, dest: str) -> int:
     os.fsync(f.fileno())
   tmp = os.path.join(os.path.dirname(path),
                      f'.tmp-{os.path.basename(path)}.{os.getpid()}')
-  with open(tmp, 'w', newline='') as f:
+  with files.open_to_write(tmp, 'w', newline='') as f:
     w = csv.writer(f)
     w.writerow(header)
     w.writerows(r for n, r in enumerate(rows) if n not in gone_at)
@@ -260,7 +261,7 @@ def set_aside_unfinished_final(rd: RunDir, segment: int) -> int:
     with open(path) as f:
       counts = json.load(f)['counts']
     at = {k: float(counts[k]) for k in ('env_steps', 'learner_steps')}
-  except (OSError, ValueError, KeyError, TypeError):
+  except (OSError, ValueError, RecursionError, KeyError, TypeError):
     at = None   # unreadable (a marker cut short): no row is matched
   moved = 0
   evaluator = os.path.join(rd.logs, 'evaluator.csv')

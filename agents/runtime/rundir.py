@@ -29,8 +29,10 @@ import dataclasses
 import errno
 import fcntl
 import os
+import sys
 import traceback
 
+from tandem.agents.core import files
 from tandem.agents.envs.env_faults import ENV_FAULTS
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import supervision
@@ -133,6 +135,17 @@ class RunDir:
             removed.append(name)
     return removed
 
+  def links(self) -> list:
+    """Every symbolic link inside the run directory (not the directory
+    itself, which may be a link to a larger disk), sorted. Tandem makes
+    none: one found here was planted, and a write through it would land on
+    its target."""
+    found = []
+    for parent, dirs, names in os.walk(self.root):
+      found += [os.path.join(parent, n) for n in dirs + names
+                if os.path.islink(os.path.join(parent, n))]
+    return sorted(found)
+
   def make(self) -> 'RunDir':
     for d in (self.root, self.learner_checkpoints, self.logs, self.errors,
               self.nodes):
@@ -157,7 +170,9 @@ class Lock:
 
   def acquire(self) -> None:
     os.makedirs(os.path.dirname(self._path), exist_ok=True)
-    fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+    # Never through a link planted as .lock: truncating it would truncate
+    # the link's target (the pre-launch check refuses links by name first).
+    fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -201,11 +216,27 @@ def capture_errors(run_dir: RunDir, node: str):
     _mark_stopped(run_dir, node)
   except BaseException as e:
     if not isinstance(e, (KeyboardInterrupt, SystemExit)):
-      os.makedirs(run_dir.errors, exist_ok=True)
-      with open(os.path.join(run_dir.errors, f'{node}.txt'), 'w') as f:
-        f.write(f'{type(e).__name__}: {e}\n\n')
-        f.write(traceback.format_exc())
+      _write_crash_report(run_dir, node, e)
     raise
+
+
+def _write_crash_report(run_dir: RunDir, node: str, e: BaseException) -> None:
+  """errors/<node>.txt: the error and its traceback, whole or not at all.
+  Where it cannot be written (a full disk), the half-written file goes and
+  the report goes to this node's stderr (its log) instead, and the error
+  being reported stays the one that escapes."""
+  path = os.path.join(run_dir.errors, f'{node}.txt')
+  text = f'{type(e).__name__}: {e}\n\n{traceback.format_exc()}'
+  try:
+    os.makedirs(run_dir.errors, exist_ok=True)
+    with files.open_to_write(path) as f:
+      f.write(text)
+  except OSError as write_error:
+    with contextlib.suppress(OSError):
+      if not os.path.islink(path):
+        os.unlink(path)
+    print(f'{node}: could not write {path} ({write_error}); the crash:\n'
+          f'{text}', file=sys.stderr)
 
 
 def _move_files(src: str, dest: str, keep) -> None:
@@ -229,7 +260,7 @@ def _mark_stopped(run_dir: RunDir, node: str) -> None:
   import json
   import time
   os.makedirs(run_dir.stopped, exist_ok=True)
-  with open(os.path.join(run_dir.stopped, node), 'w') as f:
+  with files.open_to_write(os.path.join(run_dir.stopped, node)) as f:
     json.dump({'node': node, 'time': time.time()}, f)
 
 
@@ -242,7 +273,7 @@ def read_stopped(run_dir: RunDir) -> dict[str, float]:
       try:
         with open(os.path.join(run_dir.stopped, name)) as f:
           out[name] = float(json.load(f)['time'])
-      except (OSError, ValueError, KeyError):
+      except (OSError, ValueError, RecursionError, KeyError):
         pass
   return out
 

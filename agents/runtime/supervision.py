@@ -106,7 +106,7 @@ def hold_nodes_lock(run_dir: str) -> None:
   path = os.path.join(run_dir, NODES_LOCK)
   if path in _held:
     return
-  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
   # The launcher only holds it exclusively for an instant, before launch.
   fcntl.flock(fd, fcntl.LOCK_SH)
   _held[path] = fd

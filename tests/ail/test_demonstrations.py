@@ -418,3 +418,68 @@ def test_flat_observations_for_an_unsorted_spec_get_a_note(tmp_path):
   per_key = str(tmp_path / 'per_key.npz')
   np.savez(per_key, observations_height=np.zeros((2, 1), np.float32))
   assert demonstrations.flat_order_note(per_key, 'walker:walk') is None
+
+
+# ---------------------------------------------------------------------------
+# Bounded reads: a member's header is checked before its data.
+# ---------------------------------------------------------------------------
+
+
+def _npy_header(shape, descr='<f4') -> bytes:
+  """The .npy (1.0) bytes of an array declaring `shape`, without its data."""
+  import io
+  out = io.BytesIO()
+  np.lib.format.write_array_header_1_0(
+      out, {'descr': descr, 'fortran_order': False, 'shape': shape})
+  return out.getvalue()
+
+
+def _peak_bytes(fn):
+  """(fn's error, the peak bytes Python and numpy allocated meanwhile)."""
+  import tracemalloc
+  tracemalloc.start()
+  try:
+    try:
+      fn()
+    except DemoError as e:
+      error = e
+    else:
+      error = None
+    return error, tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+
+
+def test_a_member_claiming_a_trillion_elements_is_refused_by_its_header(
+    tmp_path):
+  import zipfile
+  arrays = _arrays(layout='flat')
+  del arrays['rewards']
+  path = _write(tmp_path, arrays)
+  with zipfile.ZipFile(path, 'a', zipfile.ZIP_DEFLATED) as z:
+    z.writestr('rewards.npy', _npy_header((10**12,)) + b'\0' * 64)
+  assert os.path.getsize(path) < 10_000
+  error, peak = _peak_bytes(lambda: _load(path))
+  assert error is not None and "'rewards'" in str(error)
+  assert 'more than the' in str(error) and 'bytes allowed' in str(error)
+  assert peak < 20 * 2**20, peak
+
+
+def test_a_compressed_40m_row_member_is_refused_before_decompression(
+    tmp_path):
+  import zipfile
+  rows = 40_000_000
+  arrays = _arrays(layout='flat')
+  del arrays['actions']
+  path = _write(tmp_path, arrays)
+  with zipfile.ZipFile(path, 'a', zipfile.ZIP_DEFLATED) as z:
+    with z.open('actions.npy', 'w', force_zip64=True) as f:
+      f.write(_npy_header((rows, ACT_DIM)))
+      chunk = bytes(4 * ACT_DIM * 1_000_000)
+      for _ in range(rows // 1_000_000):
+        f.write(chunk)
+  assert os.path.getsize(path) < 2 * 2**20  # zeros compress ~1000x
+  error, peak = _peak_bytes(lambda: _load(path))
+  assert error is not None and "'actions'" in str(error)
+  assert f'found {rows}' in str(error) and 'nothing read' in str(error)
+  assert peak < 20 * 2**20, peak  # the member holds 320 MB

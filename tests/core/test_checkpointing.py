@@ -59,3 +59,33 @@ def test_a_refused_file_is_not_left_open(tmp_path):
   # The traceback pytest keeps holds every frame's locals.
   assert err.value is not None
   assert _open_fds_on(path) == []
+
+
+def test_an_entry_claiming_a_trillion_elements_is_refused_by_its_header(
+    tmp_path):
+  import io
+  import tracemalloc
+  import zipfile
+  template = {'w': np.zeros((3, 2), np.float32), 'b': np.zeros(2, np.float32)}
+  path = str(tmp_path / 'ckpt.npz')
+  checkpointing.save_tree(path, {'w': template['w']})  # 'b' added below
+  header = io.BytesIO()
+  np.lib.format.write_array_header_1_0(
+      header, {'descr': '<f4', 'fortran_order': False, 'shape': (10**12,)})
+  with zipfile.ZipFile(path, 'a', zipfile.ZIP_DEFLATED) as z:
+    z.writestr("['b'].npy", header.getvalue() + bytes(64))
+  tracemalloc.start()
+  try:
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=r"entry \['b'\].*bytes allowed"):
+      checkpointing.restore_tree(path, template)
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+  assert peak < 20 * 2**20, peak
+  # Within the cap but not the template's shape: refused by the header too.
+  checkpointing.save_tree(path, {'w': np.zeros((3, 2), np.float32),
+                                 'b': np.zeros(1_000_000, np.float32)})
+  with pytest.raises(checkpointing.CheckpointError,
+                     match=r"entry \['b'\] has shape \(1000000,\)"):
+    checkpointing.restore_tree(path, template)

@@ -643,3 +643,127 @@ def test_the_closing_line_puts_the_final_return_at_its_checkpoints_counts():
   # final.json of a run finished before checkpoint_counts were recorded.
   del final['checkpoint_counts']
   assert '(env steps 100100, learner steps 18560)' in report.final_summary(final)
+
+
+@pytest.mark.parametrize('planted', [
+    '.lock', 'errors', 'logs/evaluator.csv', 'config_history.jsonl'])
+def test_a_symbolic_link_in_the_run_directory_is_refused_before_writing(
+    capsys, tmp_path, monkeypatch, planted):
+  import hashlib
+  from tandem.launch import mpo as program
+  rd = _fake_run(tmp_path / 'runs')
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, program.learner_template(named.tiny()),
+      metadata={'counts': {'env_steps': 10}})
+  outside = tmp_path / 'outside'
+  outside.mkdir()
+  target = outside / 'precious.txt'
+  target.write_text('not Tandem\'s\n')
+  link = os.path.join(rd.root, planted)
+  os.makedirs(os.path.dirname(link), exist_ok=True)
+  if os.path.isdir(link):
+    os.rmdir(link)
+  os.symlink(outside if planted == 'errors' else target, link)
+  digest = lambda: hashlib.sha256(target.read_bytes()).hexdigest()
+  before, listing = digest(), sorted(os.listdir(outside))
+
+  def launched(*_):
+    raise AssertionError('the program was launched')
+  monkeypatch.setattr(prepare, 'record_config_history', launched)
+  rc, err = _main(capsys, 'train', '--resume', rd.root,
+                  '--env_step_budget=9000')
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert link in err and 'symbolic link' in err, err
+  assert digest() == before and sorted(os.listdir(outside)) == listing
+
+
+@pytest.mark.parametrize('source, line, error', [
+    ('raise RuntimeError("boom")\n', 1, 'RuntimeError: boom'),
+    ('def tiny(:\n', 1, 'SyntaxError'),
+    ('import os\n\ndef tiny():\n  raise KeyError("seed")\n', 4,
+     "KeyError: 'seed'"),
+])
+def test_a_config_file_that_fails_is_named_with_its_line(capsys, tmp_path,
+                                                         source, line, error):
+  path = tmp_path / 'mine.py'
+  path.write_text(source)
+  rc, err = _main(capsys, 'train', '--config', f'{path}:tiny',
+                  '--runs_root', str(tmp_path / 'runs'))
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert f'{path}, line {line}' in err and error in err, err
+  assert 'Traceback' not in err
+  assert not os.path.exists(tmp_path / 'runs')
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('[' * 100_000 + ']' * 100_000, 'config.json is unreadable or invalid'),
+    (None, 'NaN is not a valid value'),
+])
+def test_a_config_json_that_cannot_be_a_config_is_named(capsys, tmp_path,
+                                                        text, expected):
+  rd = _fake_run(tmp_path)
+  if text is None:  # a valid config with one field NaN
+    with open(rd.config) as f:
+      data = json.load(f)
+    data['mpo']['epsilon'] = float('nan')
+    text = json.dumps(data)
+  with open(rd.config, 'w') as f:
+    f.write(text)
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert rd.config in err or 'config.json' in err
+  assert expected in err and 'cannot change' not in err, err
+
+
+def test_a_full_disk_during_the_stop_still_reports_it_and_the_resume(
+    tmp_path, capsys, monkeypatch):
+  import errno
+  from tandem.agents.core import files
+  from tandem.agents.runtime import rundir
+  from tandem.launch import mpo as program_module
+  from tandem.launch import supervise
+
+  def full(*_, **__):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  cfg = config_lib.apply_overrides(named.tiny(),
+                                   {'runs_root': str(tmp_path)})
+  rd = RunDir(str(tmp_path / 'tiny')).make()
+  monkeypatch.setattr(files, 'write_json_atomic', full)
+  monkeypatch.setattr(files, 'open_to_write', full)
+  # A node's crash report cannot be written: its node says so on stderr,
+  # leaves no empty report, and the crash itself still escapes.
+  with pytest.raises(RuntimeError, match='loss is nan'):
+    with rundir.capture_errors(rd, 'learner'):
+      raise RuntimeError('loss is nan')
+  err = capsys.readouterr().err
+  assert 'could not write' in err and 'loss is nan' in err
+  assert rundir.read_errors(rd) == {}
+  # The launcher's stop report: the warning, then the report and the hint.
+  outcome = supervise.Outcome(interrupted=True, failed=False,
+                              stop_time=None)
+  code = report.conclude(outcome, rd, cfg, program_module.PROGRAM, 1)
+  err = capsys.readouterr().err
+  assert code == errors.EXIT_INTERRUPTED
+  assert 'stop_times.json' in err and 'No space left' in err
+  assert f'tandem train --resume {rd.root}' in err
+
+
+def test_a_checkpoint_holding_a_nan_is_refused_before_launch(capsys,
+                                                             tmp_path):
+  import jax
+  from tandem.launch import mpo as program
+  rd = _fake_run(tmp_path)
+  template = program.learner_template(named.tiny())
+  checkpointing.save_numbered(rd.learner_checkpoints, 5, template,
+                              metadata={'counts': {'env_steps': 5}})
+  leaves, treedef = jax.tree_util.tree_flatten(template)
+  first = next(i for i, leaf in enumerate(leaves)
+               if np.issubdtype(np.asarray(leaf).dtype, np.floating))
+  leaves[first] = np.full_like(np.asarray(leaves[first]), np.nan)
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, jax.tree_util.tree_unflatten(treedef, leaves),
+      metadata={'counts': {'env_steps': 10}})
+  rc, err = _main(capsys, 'train', '--resume', rd.root)
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert 'ckpt-000000000010.npz' in err and 'non-finite' in err, err
+  assert 'the one before it' in err and 'ckpt-000000000005.npz' in err, err
