@@ -25,7 +25,14 @@ COPY pyproject.toml README.md ./
 COPY agents ./agents
 COPY launch ./launch
 COPY configs ./configs
-RUN python -m pip install --no-deps --no-build-isolation -e .
+RUN python -m pip install --no-deps --no-build-isolation -e . \
+ && useradd --system --uid 10001 --no-create-home --home-dir /tmp tandem
+
+# Not root: a node taken over through its port (docs/security.md) gets an
+# unprivileged account. `docker run --user` may pick another, as the recipe
+# above does so that runs/ belongs to you.
+USER 10001
+ENV HOME=/tmp
 
 ENTRYPOINT ["tandem"]
 CMD ["--help"]

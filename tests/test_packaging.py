@@ -41,6 +41,15 @@ def test_image_installs_the_lock_with_the_makefile_pins():
   assert pins(docker) == pins(make) and len(pins(docker)) == 3
 
 
+def test_the_image_runs_as_an_unprivileged_user():
+  docker = _read('Dockerfile')
+  users = re.findall(r'^USER\s+(\S+)', docker, re.M)
+  assert users and users[-1] not in ('root', '0', '0:0'), users
+  # After the last RUN, so nothing undoes it.
+  assert docker.rindex('\nUSER ') > docker.rindex('\nRUN ')
+  assert re.search(r'useradd .*--uid ' + re.escape(users[-1]) + r'\b', docker)
+
+
 def _package_dirs() -> dict:
   """pyproject's package-dir: installed name -> folder of the checkout."""
   table = re.search(r'^package-dir = \{([^}]*)\}', _read('pyproject.toml'), re.M)

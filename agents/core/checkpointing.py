@@ -116,7 +116,7 @@ def _fill(path: str, data, template):
     if declared.shape != ref.shape or declared.dtype != ref.dtype:
       raise CheckpointError(
           f'checkpoint {path}: entry {name} has {declared.describe()}, '
-          f'expected shape {ref.shape} dtype {ref.dtype}')
+          f'expected {ref.shape} {ref.dtype}')
     try:
       value = data[name]
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:

@@ -13,7 +13,8 @@ from tandem.agents.core import schedules
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         listening_addresses,
                                         processes_mentioning, run_tandem,
-                                        start_tandem, wait_for_learner_steps)
+                                        start_tandem, stop_program,
+                                        wait_for_learner_steps)
 
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 
@@ -173,8 +174,12 @@ def test_killed_launcher_leaves_no_process_and_a_resumable_run(runs_root):
                               '--env_step_budget=10000000',
                               '--checkpoint_period_s=1000'], capture=False)
   seen = wait_for_learner_steps(run_dir, 50, proc=proc)
-  assert processes_mentioning(run_dir)
-  _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
+  try:
+    assert processes_mentioning(run_dir)
+    _check_listening_sockets_are_as_the_readme_says(run_dir, proc.pid)
+  except BaseException:
+    stop_program(run_dir, proc)  # leave nothing running for later tests
+    raise
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   from tandem.agents.runtime import supervision

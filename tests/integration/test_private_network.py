@@ -10,6 +10,7 @@ import time
 import psutil
 import pytest
 
+from tandem.agents.runtime import supervision
 from tandem.launch import network
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         listening_addresses, run_tandem,
@@ -37,7 +38,30 @@ def refused(port: int) -> bool:
   return True
 
 
-def test_nodes_listen_only_inside_the_run_namespace(runs_root):
+class _Crafted:
+  """Rebuilt by the receiving Courier server as open(path, 'w')."""
+
+  def __init__(self, path: str):
+    self.path = path
+
+  def __reduce__(self):
+    return (open, (self.path, 'w'))
+
+
+def crafted_call_lands(port: int, marker: str) -> bool:
+  """Calls get_counts on localhost:port with an argument whose rebuilding
+  writes `marker`; whether the call was answered. (Against a reachable
+  node this writes the marker: that is the attack.)"""
+  import courier
+  client = courier.Client(f'localhost:{port}', call_timeout=5)
+  try:
+    client.get_counts(_Crafted(marker))
+  except Exception:  # refused, unavailable or timed out
+    return False
+  return True
+
+
+def test_nodes_listen_only_inside_the_run_namespace(runs_root, tmp_path):
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'private',
                               '--env_step_budget=1000000'])
   stopped = False
@@ -60,6 +84,16 @@ def test_nodes_listen_only_inside_the_run_namespace(runs_root):
     # Listening, and no connection from outside reaches any of them: not a
     # byte of a crafted call can arrive.
     assert [p for p in ports if not refused(p)] == []
+    # The takeover docs/security.md describes, aimed at the counter: an
+    # argument whose rebuilding calls open(marker, 'w') in the node. It
+    # cannot reach the node, so the marker stays absent.
+    counter = [p.pid for p in nodes
+               if supervision._node_name(p.pid) == 'counter']
+    assert len(counter) == 1, [supervision._node_name(p.pid) for p in nodes]
+    (_, port), = listening_addresses(counter[0])
+    marker = str(tmp_path / 'marker')
+    assert not crafted_call_lands(port, marker)
+    assert not os.path.exists(marker)
     # The run itself is unharmed: Ctrl-C stops it cleanly (exit 130).
     interrupt_after_learner_steps(proc, run_dir, steps=0)
     stopped = True
