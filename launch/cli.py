@@ -10,6 +10,9 @@
   tandem collect-demos --run runs/<name> --episodes N --out FILE.npz [--seed S]
                       [--overwrite]
   tandem plot runs/<name> [--out PNG]
+  tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
+  tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
+                [--steps N] [--every K] [--out FILE.gif]
 
 Everything that can be checked is checked before any process starts: the
 config (every field), the environment name, the run directory (not in use,
@@ -102,6 +105,28 @@ def make_parser() -> argparse.ArgumentParser:
   p = sub.add_parser('plot', help='write a learning-curve PNG of a run')
   p.add_argument('run_dir')
   p.add_argument('--out', help='PNG path (default: RUN_DIR/learning_curve.png)')
+  m = sub.add_parser('compare', help='learning curves of several runs, '
+                     'grouped, median and interquartile band over seeds, '
+                     'with a table')
+  m.add_argument('run_dirs', nargs='+', metavar='RUN_DIR')
+  m.add_argument('--by', help='group by this config field (dotted, e.g. '
+                 'mpo.estep_states); default: the run name without its seed '
+                 '(_s<N>)')
+  m.add_argument('--out', default='compare.png', help='PNG path (default: '
+                 'compare.png)')
+  r = sub.add_parser('render', help="an animated GIF of a run's mean-action "
+                     'policy in its environment, rendered off-screen')
+  r.add_argument('run_dir')
+  r.add_argument('--checkpoint', default='latest',
+                 help="'latest' (default) or a learner step count")
+  r.add_argument('--episodes', type=int, default=1)
+  r.add_argument('--steps', type=int,
+                 help='at most this many env steps per episode')
+  r.add_argument('--every', type=int, default=4,
+                 help='one frame every this many env steps (default 4)')
+  r.add_argument('--seed', type=int, default=0)
+  r.add_argument('--out', help='.gif path (default: '
+                 'RUN_DIR/render-<checkpoint>.gif)')
   return parser
 
 
@@ -114,7 +139,8 @@ _PROGRAM_STACK = ('jax', 'optax', 'tensorflow', 'launchpad', 'reverb', 'acme',
 
 
 STACK = {'train': _PROGRAM_STACK, 'train-ail': _PROGRAM_STACK,
-         'collect-demos': _PROGRAM_STACK, 'plot': ('matplotlib',)}
+         'collect-demos': _PROGRAM_STACK, 'render': _PROGRAM_STACK,
+         'plot': ('matplotlib',), 'compare': ('matplotlib',)}
 
 
 def check_stack(command: str) -> None:
@@ -147,6 +173,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       parser.error(f'unrecognized arguments: {extra}')
     if args.command == 'collect-demos':
       return demos.collect_demos(args)
+    if args.command == 'render':
+      from tandem.launch import render
+      return render.render_run(args)
+    if args.command == 'compare':
+      from tandem.launch import compare
+      return compare.compare(args)
     return plot(args)
   except (UsageError, ConfigError) as e:
     print(f'tandem: error: {e}', file=sys.stderr)

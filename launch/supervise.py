@@ -36,7 +36,8 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
   from tandem.agents.runtime import supervision
   built = program.build(cfg, rd.root, resume=resume, segment=segment)
   print(f'run directory: {rd.root}\nlaunching {launch_type} with '
-        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps')
+        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps\n'
+        f'watch it live: tensorboard --logdir {os.path.join(rd.logs, "tb")}')
   stop_watch = threading.Event()
   watcher = threading.Thread(target=_watch_progress,
                              args=(rd.progress, stop_watch), daemon=True)
@@ -124,9 +125,20 @@ def progress_line(progress: dict) -> str:
           f"to budget {'-' if eta is None else f'{eta/60:5.1f} min'}")
 
 
+def progress_bar(progress: dict, width: int = 24) -> str:
+  """'[#########---------------]  37%': the env steps made of the budget."""
+  fraction = min(max(progress['counts']['env_steps'] /
+                     max(progress['budget'], 1), 0.0), 1.0)
+  filled = int(round(fraction * width))
+  return f"[{'#' * filled}{'-' * (width - filled)}] {fraction:4.0%}"
+
+
 def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
+  """Every `period` s, the run's progress: on a terminal one line with a
+  bar, rewritten in place; elsewhere (a log file, a pipe) a plain line."""
   tty = sys.stdout.isatty()
   device_shown = False
+  shown = False
   while not stop.wait(period):
     try:
       with open(path) as f:
@@ -137,5 +149,10 @@ def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
     if not device_shown and progress.get('learner_device'):
       print(f"learner device: {progress['learner_device']}", flush=True)
       device_shown = True
-    print(('\r' + line) if tty else line, end='' if tty else '\n',
-          flush=True)
+    if tty:  # \x1b[K clears what a longer line left
+      print(f'\r{progress_bar(progress)} {line}\x1b[K', end='', flush=True)
+      shown = True
+    else:
+      print(line, flush=True)
+  if shown:
+    print(flush=True)  # what follows starts on a line of its own

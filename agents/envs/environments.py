@@ -84,7 +84,7 @@ def _check_dm_control_name(domain: str, task: str) -> None:
         'with Box actions.')
 
 
-def _make_gym_env(env_id: str) -> Any:
+def _make_gym_env(env_id: str, render: bool = False) -> Any:
   """Builds a registered gymnasium env after checking it can be adapted.
 
   Only exact registry ids are accepted (no "module:Env" imports, no
@@ -99,7 +99,8 @@ def _make_gym_env(env_id: str) -> Any:
         'Registered ids (only those with Box action spaces can be used): '
         f'{", ".join(sorted(gymnasium.registry))}.')
   try:
-    gym_env = gymnasium.make(env_id)
+    gym_env = gymnasium.make(
+        env_id, **({'render_mode': 'rgb_array'} if render else {}))
   except (gymnasium.error.Error, ImportError) as e:
     # E.g. Box2D or MuJoCo extras missing: a config error, not a crash later.
     raise ValueError(
@@ -148,7 +149,8 @@ def validate_environment_name(name: str) -> None:
     _check_dm_control_name(prefix, rest)
 
 
-def make_environment(name: str, seed: int | None = None) -> dm_env.Environment:
+def make_environment(name: str, seed: int | None = None,
+                     render: bool = False) -> dm_env.Environment:
   """Builds an environment with flat float32 observations and [-1, 1] actions.
 
   Args:
@@ -158,6 +160,8 @@ def make_environment(name: str, seed: int | None = None) -> dm_env.Environment:
       (e.g. `"gym:Pendulum-v1"`).
     seed: seeds the task's RNG (dm_control) or the first reset (gymnasium);
       `None` draws fresh entropy.
+    render: a gymnasium environment is made with render_mode='rgb_array'
+      (dm_control renders without asking); see agents/envs/rendering.py.
 
   Returns:
     A `NormalizedEnvironment`.
@@ -168,7 +172,8 @@ def make_environment(name: str, seed: int | None = None) -> dm_env.Environment:
   """
   prefix, rest = _split_name(name)
   if prefix == GYM_PREFIX:
-    return NormalizedEnvironment(GymnasiumAdapter(_make_gym_env(rest), seed))
+    return NormalizedEnvironment(GymnasiumAdapter(_make_gym_env(rest, render),
+                                                  seed))
   _check_dm_control_name(prefix, rest)
   _quiet_rendering()
   from dm_control import suite

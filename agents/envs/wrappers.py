@@ -203,6 +203,11 @@ class NormalizedEnvironment(dm_env.Environment):
     return specs.BoundedArray(shape=(), dtype=np.float32, minimum=0.0,
                               maximum=1.0, name='discount')
 
+  @property
+  def wrapped(self) -> dm_env.Environment:
+    """The environment inside (for rendering: its physics or gym env)."""
+    return self._environment
+
   def reset(self) -> dm_env.TimeStep:
     return self._convert(self._environment.reset())
 

@@ -1,0 +1,88 @@
+"""Off-screen frames of an environment, on machines without a display.
+
+MuJoCo (dm_control, gymnasium's MuJoCo tasks) renders through the OpenGL
+back end named by MUJOCO_GL, which must be chosen before MuJoCo is first
+imported: 'egl' (Mesa's or NVIDIA's EGL; headless, and GPU-accelerated
+where a driver is present) or 'osmesa' (Mesa's software renderer). Which
+one works depends on the machine's system libraries, so each candidate is
+tried in a fresh interpreter before this one commits to it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Optional, Sequence
+
+import numpy as np
+
+BACKENDS = ('egl', 'osmesa')
+# What each back end needs from Debian/Ubuntu (apt install ...).
+PACKAGES = {'egl': 'libegl1 libgl1-mesa-dri', 'osmesa': 'libosmesa6'}
+_PROBE = ('from dm_control import mujoco\n'
+          'p = mujoco.Physics.from_xml_string('
+          '"<mujoco><worldbody><geom size=\'.1\'/></worldbody></mujoco>")\n'
+          'assert p.render(8, 8).shape == (8, 8, 3)\n')
+
+
+class RenderingUnavailable(RuntimeError):
+  """No OpenGL back end renders here; the message says what to install."""
+
+
+def _works(backend: str) -> Optional[str]:
+  """None if `backend` renders a frame in a fresh interpreter, else the
+  last line of its error."""
+  env = dict(os.environ, MUJOCO_GL=backend, PYOPENGL_PLATFORM=backend)
+  try:
+    probe = subprocess.run([sys.executable, '-c', _PROBE], env=env,
+                           capture_output=True, text=True, timeout=120)
+  except subprocess.TimeoutExpired:
+    return 'timed out'
+  if probe.returncode == 0:
+    return None
+  lines = probe.stderr.strip().splitlines()
+  return lines[-1] if lines else f'exit status {probe.returncode}'
+
+
+def choose_backend(candidates: Optional[Sequence[str]] = None) -> str:
+  """Sets MUJOCO_GL (and PyOpenGL's platform) to the first back end that
+  renders here and returns it: an explicit MUJOCO_GL other than 'disable'
+  is the only candidate, else `candidates` (BACKENDS). Must run before
+  MuJoCo is imported. RenderingUnavailable names what each tried back end
+  said and the Debian packages that provide one."""
+  chosen = os.environ.get('MUJOCO_GL', '')
+  if candidates is None:
+    candidates = (chosen,) if chosen not in ('', 'disable') else BACKENDS
+  failures = []
+  for backend in candidates:
+    why = _works(backend)
+    if why is None:
+      os.environ['MUJOCO_GL'] = backend
+      os.environ['PYOPENGL_PLATFORM'] = backend
+      return backend
+    failures.append(f'MUJOCO_GL={backend}: {why}')
+  install = ' or '.join(f'{PACKAGES.get(b, "?")} (for {b})'
+                        for b in candidates)
+  raise RenderingUnavailable(
+      'no OpenGL back end renders on this machine ('
+      + '; '.join(failures) + f'); install {install}, e.g. `apt install '
+      f'{PACKAGES.get(candidates[0], "libegl1")}`')
+
+
+def frame(env, height: int, width: int) -> np.ndarray:
+  """The current frame of a `make_environment(..., render=True)`
+  environment: [height, width, 3] uint8. dm_control renders at the size
+  asked (camera 0); a gymnasium environment renders at its own size."""
+  inner = getattr(env, 'wrapped', env)
+  physics = getattr(inner, 'physics', None)
+  if physics is not None:
+    return np.asarray(physics.render(height, width, camera_id=0), np.uint8)
+  gym_env = getattr(inner, 'gym_env', None)
+  if gym_env is not None:
+    image = gym_env.render()
+    if image is None:
+      raise RenderingUnavailable(
+          'this gymnasium environment renders no rgb_array frames')
+    return np.asarray(image, np.uint8)
+  raise RenderingUnavailable(f'{type(inner).__name__} cannot render frames')

@@ -1,0 +1,230 @@
+"""`tandem compare`: several runs' learning curves, grouped, over seeds.
+
+Runs are grouped by a label: the value of a config field (`--by
+mpo.estep_states`), or by default the run directory's name without a
+trailing seed (`cartpole_s0`, `cartpole_s1` -> `cartpole`). Each group's
+curve is the median evaluation return over its runs, with the interquartile
+band, against global env steps and against wall-clock (`elapsed_s`: the
+time the program has run, all launches); the table gives each group's final
+return and the env steps and wall-clock its runs took to reach 50% and 90%
+of the best group's median final return, and, against the first group, the
+median paired difference of final returns over the seeds both have.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from tandem.agents.runtime import logs
+from tandem.launch.errors import EXIT_OK, UsageError
+
+_SEED_SUFFIX = re.compile(r'[_-](?:s|seed)\d+$')
+FRACTIONS = (0.5, 0.9)
+
+
+class Run(NamedTuple):
+  path: str
+  label: str
+  seed: Optional[int]
+  steps: np.ndarray     # env steps of each evaluation
+  seconds: np.ndarray   # elapsed_s of each evaluation
+  returns: np.ndarray   # eval_return of each evaluation
+
+
+def _config(path: str) -> dict:
+  file = os.path.join(path, 'config.json')
+  try:
+    with open(file) as f:
+      data = json.load(f)
+  except (OSError, ValueError, RecursionError) as e:
+    raise UsageError(f'{path}: no readable config.json ({e}); is it a Tandem '
+                     'run directory?') from e
+  if not isinstance(data, dict):
+    raise UsageError(f'{file}: not a JSON object of config fields')
+  return data
+
+
+def field_value(config: dict, field: str, path: str):
+  """config's value at a dotted path, or a UsageError naming it."""
+  value = config
+  for part in field.split('.'):
+    if not isinstance(value, dict) or part not in value:
+      raise UsageError(f'--by {field}: {path}/config.json has no such field')
+    value = value[part]
+  return value
+
+
+def label_of(path: str, config: dict, by: Optional[str]) -> str:
+  if by:
+    return f'{by}={field_value(config, by, path)}'
+  return _SEED_SUFFIX.sub('', os.path.basename(os.path.normpath(path)))
+
+
+def read_run(path: str, by: Optional[str]) -> Run:
+  """A run's evaluations; a UsageError naming the file where there are
+  none, or a value is not a number."""
+  config = _config(path)
+  file = os.path.join(path, 'logs', 'evaluator.csv')
+  try:
+    rows = logs.read_csv(file)
+  except OSError as e:
+    raise UsageError(f'{file}: cannot be read ({e.strerror or e})') from e
+  if not rows:
+    raise UsageError(f'{file}: no evaluation yet')
+  columns = {}
+  for column in ('env_steps', 'elapsed_s', 'eval_return'):
+    values = [r.get(column) for r in rows]
+    bad = next((n for n, v in enumerate(values) if not (
+        isinstance(v, (int, float)) and not isinstance(v, bool)
+        and math.isfinite(v))), None)
+    if bad is not None:
+      raise UsageError(f'{file}: line {bad + 2}: column {column!r} is '
+                       f'{values[bad]!r}, expected a finite number')
+    columns[column] = np.asarray(values, np.float64)
+  seed = config.get('seed')
+  return Run(path, label_of(path, config, by),
+             seed if isinstance(seed, int) else None, columns['env_steps'],
+             columns['elapsed_s'], columns['eval_return'])
+
+
+def group(runs: list) -> dict:
+  """{label: [Run]} in the order labels first appear."""
+  out: dict = {}
+  for run in runs:
+    out.setdefault(run.label, []).append(run)
+  return out
+
+
+def first_reaching(x: np.ndarray, returns: np.ndarray, threshold: float):
+  """The x of the first evaluation at or above threshold, or None."""
+  hit = np.flatnonzero(returns >= threshold)
+  return float(x[hit[0]]) if hit.size else None
+
+
+def quartiles(values) -> tuple:
+  """(25th, 50th, 75th percentile) of values (linear interpolation)."""
+  return tuple(float(q) for q in np.percentile(values, (25, 50, 75)))
+
+
+def median_reached(values: list):
+  """The median over runs of a time to a threshold, counting runs that
+  never reached it as infinitely late; None where half or more never did."""
+  ordered = sorted(math.inf if v is None else v for v in values)
+  middle = float(np.median(ordered)) if ordered else math.inf
+  return None if math.isinf(middle) or math.isnan(middle) else middle
+
+
+def group_table(groups: dict) -> tuple[list, float]:
+  """(rows, best): one row per group (runs, final-return quartiles, median
+  env steps and wall-clock to each fraction of the best group's median final
+  return, median paired difference of finals against the first group), and
+  that best median final return."""
+  finals = {g: [float(r.returns[-1]) for r in runs]
+            for g, runs in groups.items()}
+  best = max(float(np.median(f)) for f in finals.values())
+  reference = next(iter(groups))
+  ref_by_seed = {r.seed: float(r.returns[-1]) for r in groups[reference]
+                 if r.seed is not None}
+  rows = []
+  for g, runs in groups.items():
+    row = {'group': g, 'runs': len(runs), 'final': quartiles(finals[g])}
+    for fraction in FRACTIONS:
+      threshold = fraction * best
+      row[f'steps_{fraction}'] = median_reached(
+          [first_reaching(r.steps, r.returns, threshold) for r in runs])
+      row[f'seconds_{fraction}'] = median_reached(
+          [first_reaching(r.seconds, r.returns, threshold) for r in runs])
+    pairs = [float(r.returns[-1]) - ref_by_seed[r.seed] for r in runs
+             if r.seed in ref_by_seed]
+    row['paired'] = (None if g == reference or not pairs else
+                     (float(np.median(pairs)), len(pairs)))
+    rows.append(row)
+  return rows, best
+
+
+def _number(v, spec='{:,.0f}') -> str:
+  return '-' if v is None else spec.format(v)
+
+
+def markdown(rows: list, best: float) -> str:
+  head = ['group', 'runs', 'final return: median [IQR]']
+  for fraction in FRACTIONS:
+    head += [f'env steps to {fraction:.0%}', f'wall-clock to {fraction:.0%}']
+  head.append(f'paired Δ final vs {rows[0]["group"]}')
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for row in rows:
+    q1, q2, q3 = row['final']
+    cells = [row['group'], str(row['runs']),
+             f'{q2:.1f} [{q1:.1f}, {q3:.1f}]']
+    for fraction in FRACTIONS:
+      cells += [_number(row[f'steps_{fraction}']),
+                _number(row[f'seconds_{fraction}'], '{:,.0f} s')]
+    paired = row['paired']
+    cells.append('-' if paired is None else
+                 f'{paired[0]:+.1f} ({paired[1]} seeds)')
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  lines.append(f'\nthresholds: {", ".join(f"{f:.0%}" for f in FRACTIONS)} of '
+               f'{best:.1f}, the best group\'s median final return; a time '
+               'is the median over runs, "-" where half or more never got '
+               'there')
+  return '\n'.join(lines)
+
+
+def on_grid(runs: list, axis: str, grid: np.ndarray) -> np.ndarray:
+  """[runs, grid] returns interpolated at grid points (each run only up to
+  its last evaluation: NaN beyond)."""
+  out = np.full((len(runs), len(grid)), np.nan)
+  for i, run in enumerate(runs):
+    x = getattr(run, axis)
+    inside = grid <= x[-1]
+    out[i, inside] = np.interp(grid[inside], x, run.returns)
+  return out
+
+
+def plot(groups: dict, out: str) -> None:
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for ax, axis, name in ((axes[0], 'steps', 'global env steps'),
+                         (axes[1], 'seconds', 'wall-clock (s)')):
+    end = max(getattr(r, axis)[-1] for runs in groups.values() for r in runs)
+    grid = np.linspace(0, end, 200)
+    for label, runs in groups.items():
+      values = on_grid(runs, axis, grid)
+      seen = ~np.all(np.isnan(values), axis=0)
+      q1, q2, q3 = np.nanpercentile(values[:, seen], (25, 50, 75), axis=0)
+      line, = ax.plot(grid[seen], q2, label=f'{label} (n={len(runs)})')
+      ax.fill_between(grid[seen], q1, q3, alpha=0.2, color=line.get_color())
+    ax.set_xlabel(name)
+    ax.set_ylabel('evaluation return')
+    ax.grid(alpha=0.3)
+  axes[0].legend(fontsize=8)
+  fig.suptitle('median and interquartile range over runs')
+  fig.tight_layout()
+  from tandem.agents.core import files
+  try:
+    files.write_atomic(out, lambda f: fig.savefig(f, format='png', dpi=100))
+  except OSError as e:
+    raise UsageError(f'--out {out}: cannot write the picture '
+                     f'({e.strerror or e})') from e
+  finally:
+    plt.close(fig)
+
+
+def compare(args) -> int:
+  if not args.out.endswith('.png'):
+    raise UsageError(f'--out {args.out}: expected a .png file')
+  runs = [read_run(path, args.by) for path in args.run_dirs]
+  groups = group(runs)
+  rows, best = group_table(groups)
+  print(markdown(rows, best))
+  plot(groups, args.out)
+  print(f'\n{args.out}')
+  return EXIT_OK

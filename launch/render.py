@@ -1,0 +1,152 @@
+"""`tandem render`: what a run's policy does, as an animated GIF.
+
+The run's mean-action policy (as its evaluator acts) from one of its
+checkpoints, in the run's own environment, rendered off-screen; each frame
+carries the episode, its env step and the return so far.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from tandem.launch import programs
+from tandem.launch import resolve
+from tandem.launch.errors import EXIT_OK, UsageError
+
+HEIGHT, WIDTH = 240, 320
+BAND = 18  # pixels of caption above each frame
+
+
+def pick_checkpoint(rd, which: str) -> str:
+  """'latest' or a learner step count -> that learner checkpoint's path."""
+  from tandem.agents.core import checkpointing
+  found = checkpointing.list_checkpoints(rd.learner_checkpoints)
+  if not found:
+    raise UsageError(f'{rd.root}: no learner checkpoint in '
+                     f'{rd.learner_checkpoints}')
+  if which == 'latest':
+    return found[-1]
+  if not re.fullmatch(r'\d+', which):
+    raise UsageError(f"--checkpoint: expected 'latest' or a learner step "
+                     f'count, got {which!r}')
+  path = checkpointing.numbered_path(rd.learner_checkpoints, int(which))
+  if path not in found:
+    steps = [int(re.search(r'(\d+)\.npz$', p).group(1)) for p in found]
+    raise UsageError(f'--checkpoint {which}: no such checkpoint; this run has '
+                     f'learner steps {steps}')
+  return path
+
+
+def _check_args(args) -> str:
+  """The output path, after every argument is checked (before any work)."""
+  for name in ('episodes', 'every'):
+    if getattr(args, name) < 1:
+      raise UsageError(f'--{name}: expected an integer >= 1, got '
+                       f'{getattr(args, name)}')
+  if args.steps is not None and args.steps < 1:
+    raise UsageError(f'--steps: expected an integer >= 1, got {args.steps}')
+  out = args.out
+  if out is None:
+    out = os.path.join(args.run_dir, f'render-{args.checkpoint}.gif')
+  if not out.endswith('.gif'):
+    raise UsageError(f'--out {out}: expected a .gif file (animated GIF, '
+                     'written with Pillow; no video encoder is assumed)')
+  out_dir = os.path.dirname(os.path.abspath(out))
+  try:
+    with tempfile.TemporaryFile(dir=out_dir):
+      pass
+  except OSError as e:
+    raise UsageError(f'--out {out}: the directory {out_dir} does not exist '
+                     f'or is not writable ({e.strerror})') from e
+  if os.path.islink(out):
+    raise UsageError(f'--out {out} is a symbolic link; tandem render writes '
+                     'only regular files')
+  return out
+
+
+def captioned(image: np.ndarray, text: str) -> np.ndarray:
+  """image [H, W, 3] uint8 with a band of `text` above it."""
+  from PIL import Image, ImageDraw
+  h, w, _ = image.shape
+  canvas = Image.new('RGB', (w, h + BAND), (255, 255, 255))
+  canvas.paste(Image.fromarray(image), (0, BAND))
+  ImageDraw.Draw(canvas).text((4, 3), text, fill=(0, 0, 0))
+  return np.asarray(canvas)
+
+
+def episodes_frames(env, actor, *, episodes: int, every: int, steps):
+  """Captioned frames of `episodes` episodes (every `every`-th step, and
+  each episode's last), and each episode's return."""
+  from tandem.agents.envs import rendering
+  frames, returns = [], []
+  for episode in range(episodes):
+    timestep, total, step = env.reset(), 0.0, 0
+    while True:
+      last = timestep.last() or (steps is not None and step >= steps)
+      if step % every == 0 or last:
+        frames.append(captioned(
+            rendering.frame(env, HEIGHT, WIDTH),
+            f'episode {episode + 1}  step {step}  return {total:.1f}'))
+      if last:
+        break
+      timestep = env.step(np.asarray(
+          actor.select_action(np.asarray(timestep.observation, np.float32)),
+          np.float32))
+      total += float(timestep.reward or 0.0)
+      step += 1
+    returns.append(total)
+  return frames, returns
+
+
+def write_gif(path: str, frames: list, frame_ms: int) -> None:
+  """An animated GIF of `frames`, written whole or not at all."""
+  from PIL import Image
+  from tandem.agents.core import files
+  images = [Image.fromarray(f) for f in frames]
+  files.write_atomic(path, lambda f: images[0].save(
+      f, format='GIF', save_all=True, append_images=images[1:],
+      duration=frame_ms, loop=0))
+
+
+def render_run(args) -> int:
+  from tandem.agents.core import checkpointing
+  from tandem.agents.envs import rendering
+  from tandem.agents.runtime.rundir import RunDir
+  rd = RunDir(os.path.abspath(args.run_dir))
+  if not os.path.isfile(rd.config):
+    raise UsageError(f'{args.run_dir}: no config.json there; is it a Tandem '
+                     'run directory?')
+  out = _check_args(args)
+  cfg = resolve.load_run_config_to_read(rd.config, args.run_dir)
+  program = programs.for_config(cfg)
+  checkpoint = pick_checkpoint(rd, args.checkpoint)
+  try:
+    backend = rendering.choose_backend()
+  except rendering.RenderingUnavailable as e:
+    raise UsageError(f'tandem render: {e}') from e
+  try:
+    state = checkpointing.restore_tree(checkpoint,
+                                       program.learner_template(cfg))
+  except checkpointing.CheckpointError as e:
+    raise UsageError(f'{args.run_dir}: {e}') from e
+  from tandem.agents.envs import environments
+  from tandem.agents.mpo import actor as actor_lib
+  actor = actor_lib.Actor(cfg.mpo, program.policy_of(cfg, state),
+                          seed=args.seed, deterministic=True)
+  env = environments.make_environment(cfg.env, seed=args.seed, render=True)
+  try:
+    frames, returns = episodes_frames(env, actor, episodes=args.episodes,
+                                      every=args.every, steps=args.steps)
+  except rendering.RenderingUnavailable as e:
+    raise UsageError(f'tandem render: {cfg.env}: {e}') from e
+  finally:
+    env.close()
+  write_gif(out, frames, frame_ms=40)
+  print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
+        f'{cfg.env} from {checkpoint} (MUJOCO_GL={backend}); returns '
+        + ', '.join(f'{r:.1f}' for r in returns))
+  return EXIT_OK

@@ -1,0 +1,128 @@
+"""`tandem compare`: runs grouped, medians and quartiles over seeds."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tandem.agents.runtime import logs
+from tandem.launch import cli
+from tandem.launch import compare
+from tandem.launch import errors
+
+
+def _run(root, name, seed, returns, estep='next', seconds_per_step=0.01):
+  """A run directory with a config.json and evaluations every 1000 steps."""
+  path = root / name
+  (path / 'logs').mkdir(parents=True)
+  (path / 'config.json').write_text(json.dumps(
+      {'seed': seed, 'mpo': {'estep_states': estep}}))
+  log = logs.Logger(str(path / 'logs'), 'evaluator', tensorboard=False)
+  for i, r in enumerate(returns):
+    log.write({'env_steps': 1000 * i, 'learner_steps': 10 * i,
+               'elapsed_s': 1000 * i * seconds_per_step, 'eval_return': r})
+  return str(path)
+
+
+@pytest.fixture
+def runs(tmp_path):
+  """Group a (3 seeds) learns faster and ends higher than group b (3)."""
+  return [
+      _run(tmp_path, 'a_s0', 0, [0, 40, 80, 100]),
+      _run(tmp_path, 'a_s1', 1, [0, 50, 90, 110]),
+      _run(tmp_path, 'a_s2', 2, [0, 30, 70, 90]),
+      _run(tmp_path, 'b_s0', 0, [0, 10, 30, 60], estep='current'),
+      _run(tmp_path, 'b_s1', 1, [0, 20, 40, 70], estep='current'),
+      _run(tmp_path, 'b_s2', 2, [0, 10, 20, 40], estep='current',
+           seconds_per_step=0.02),
+  ]
+
+
+def test_groups_by_name_without_seed_and_by_a_config_field(runs):
+  by_name = compare.group([compare.read_run(p, None) for p in runs])
+  assert list(by_name) == ['a', 'b']
+  by_field = compare.group([compare.read_run(p, 'mpo.estep_states')
+                            for p in runs])
+  assert list(by_field) == ['mpo.estep_states=next',
+                            'mpo.estep_states=current']
+  assert [len(v) for v in by_field.values()] == [3, 3]
+
+
+def test_the_table_holds_quartiles_thresholds_and_paired_differences(runs):
+  groups = compare.group([compare.read_run(p, None) for p in runs])
+  rows, best = compare.group_table(groups)
+  a, b = rows
+  assert best == 100.0  # a's median final
+  assert a['final'] == (95.0, 100.0, 105.0)  # finals 100, 110, 90
+  assert b['final'] == (50.0, 60.0, 65.0)    # finals 60, 70, 40
+  # 50% of 100: a's runs reach it at 2000, 1000, 2000 steps -> median 2000;
+  # b's at 3000, 3000 and never -> median 3000 (a late run counts as late).
+  assert a['steps_0.5'] == 2000 and b['steps_0.5'] == 3000
+  # 90%: a at 3000, 2000, 3000 -> 3000; b never -> no median.
+  assert a['steps_0.9'] == 3000 and b['steps_0.9'] is None
+  # Wall-clock: b_s2 runs at half speed; b's runs reach 50% at 30, 30 s and
+  # never.
+  assert b['seconds_0.5'] == pytest.approx(30.0)
+  # Paired over seeds: 60-100, 70-110, 40-90 -> median -40.
+  assert a['paired'] is None and b['paired'] == (-40.0, 3)
+  table = compare.markdown(rows, best)
+  assert '| b | 3 | 60.0 [50.0, 65.0] | 3,000 |' in table
+  assert '-40.0 (3 seeds)' in table
+
+
+def test_medians_on_a_grid_stop_where_each_run_stops(tmp_path):
+  short = compare.read_run(_run(tmp_path, 's_s0', 0, [0, 10]), None)
+  long = compare.read_run(_run(tmp_path, 's_s1', 1, [0, 20, 40]), None)
+  values = compare.on_grid([short, long], 'steps',
+                           np.array([0., 500., 1000., 1500., 2000.]))
+  np.testing.assert_allclose(values[0], [0, 5, 10, np.nan, np.nan])
+  np.testing.assert_allclose(values[1], [0, 10, 20, 30, 40])
+
+
+def test_compare_prints_the_table_and_writes_the_picture(runs, tmp_path,
+                                                         capsys):
+  out = tmp_path / 'cmp.png'
+  assert cli.main(['compare', *runs, '--out', str(out)]) == errors.EXIT_OK
+  printed = capsys.readouterr().out
+  assert '| a | 3 |' in printed and '| b | 3 |' in printed
+  assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.parametrize('damage, named', [
+    ('no_config', 'config.json'),
+    ('no_evaluations', 'no evaluation yet'),
+    ('text_return', "column 'eval_return' is 'abc'"),
+])
+def test_compare_names_a_run_it_cannot_read(tmp_path, capsys, damage,
+                                            named):
+  good = _run(tmp_path, 'g_s0', 0, [0, 10])
+  bad = _run(tmp_path, 'x_s0', 0, [0, 10])
+  csv_path = os.path.join(bad, 'logs', 'evaluator.csv')
+  if damage == 'no_config':
+    os.remove(os.path.join(bad, 'config.json'))
+  elif damage == 'no_evaluations':
+    with open(csv_path) as f:
+      header = f.readline()
+    with open(csv_path, 'w') as f:
+      f.write(header)
+  else:
+    import csv
+    with open(csv_path, newline='') as f:
+      rows = list(csv.DictReader(f))
+    rows[-1]['eval_return'] = 'abc'
+    with open(csv_path, 'w', newline='') as f:
+      writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+      writer.writeheader()
+      writer.writerows(rows)
+  rc = cli.main(['compare', good, bad, '--out', str(tmp_path / 'c.png')])
+  err = capsys.readouterr().err
+  assert rc == errors.EXIT_BAD_INPUT and named in err, err
+  assert not (tmp_path / 'c.png').exists()
+
+
+def test_an_unknown_by_field_is_named(runs, tmp_path, capsys):
+  rc = cli.main(['compare', *runs, '--by', 'mpo.nope',
+                 '--out', str(tmp_path / 'c.png')])
+  assert rc == errors.EXIT_BAD_INPUT
+  assert '--by mpo.nope' in capsys.readouterr().err

@@ -1,0 +1,124 @@
+"""`tandem render`: a run's policy as an animated GIF, rendered off-screen."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tandem.agents.core import checkpointing
+from tandem.agents.envs import rendering
+from tandem.agents.runtime.rundir import RunDir
+from tandem.configs import mpo as named
+from tandem.launch import config as config_lib
+from tandem.launch import mpo as program
+from tests import REPO_ROOT
+
+
+def _tandem(*args, env=None):
+  """`tandem ARGS` in a fresh interpreter: MuJoCo's GL back end is chosen
+  before its first import, which this test process has long passed."""
+  environ = {k: v for k, v in os.environ.items() if k != 'MUJOCO_GL'}
+  environ.update(env or {})
+  return subprocess.run([sys.executable, '-m', 'tandem.launch.cli', *args],
+                        cwd=REPO_ROOT, env=environ, capture_output=True,
+                        text=True, timeout=300)
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory):
+  """A run directory of the tiny config with checkpoints at learner steps
+  10 and 20 (untrained policies: what is drawn does not matter here)."""
+  root = tmp_path_factory.mktemp('runs')
+  cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(root)})
+  rd = RunDir(str(root / 'tiny')).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  for step in (10, 20):
+    checkpointing.save_numbered(
+        rd.learner_checkpoints, step, program.learner_template(cfg),
+        metadata={'counts': {'env_steps': step}})
+  return rd
+
+
+@pytest.fixture(scope='module')
+def backend():
+  """The back end `tandem render` will find (probed in fresh interpreters;
+  this process's MUJOCO_GL is put back)."""
+  before = {k: os.environ.pop(k, None) for k in ('MUJOCO_GL',
+                                                  'PYOPENGL_PLATFORM')}
+  try:
+    return rendering.choose_backend()
+  except rendering.RenderingUnavailable as e:
+    pytest.skip(f'nothing renders on this machine: {e}')
+  finally:
+    for k, v in before.items():
+      os.environ.pop(k, None)
+      if v is not None:
+        os.environ[k] = v
+
+
+def test_render_writes_a_captioned_gif_of_the_policy(run, backend, tmp_path):
+  from PIL import Image
+  out = tmp_path / 'policy.gif'
+  r = _tandem('render', run.root, '--steps', '40', '--every', '4',
+              '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert f'MUJOCO_GL={backend}' in r.stdout and 'ckpt-000000000020' in r.stdout
+  with Image.open(out) as gif:
+    assert gif.n_frames == 40 // 4 + 1  # steps 0, 4, ..., 40
+    assert gif.size == (320, 240 + 18)
+    frames = []
+    for i in range(gif.n_frames):
+      gif.seek(i)
+      frames.append(np.asarray(gif.convert('RGB')))
+  scene = [f[18:] for f in frames]
+  # A rendered scene, not a blank: many colours; and it moves.
+  assert len(np.unique(scene[0].reshape(-1, 3), axis=0)) > 20
+  assert not np.array_equal(scene[0], scene[-1])
+  # The caption band changes as the step and return do.
+  assert not np.array_equal(frames[0][:18], frames[-1][:18])
+
+
+def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
+    run, backend, tmp_path):
+  out = tmp_path / 'early.gif'
+  r = _tandem('render', run.root, '--checkpoint', '10', '--steps', '4',
+              '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'ckpt-000000000010' in r.stdout and out.exists()
+  r = _tandem('render', run.root, '--checkpoint', '15', '--steps', '4',
+              '--out', str(tmp_path / 'none.gif'))
+  assert r.returncode == 2 and '[10, 20]' in r.stderr, r.stderr[-2000:]
+  assert 'Traceback' not in r.stderr
+
+
+@pytest.mark.parametrize('args, named', [
+    (['--out', 'clip.mp4'], '.gif'),
+    (['--episodes', '0'], '--episodes'),
+    (['--checkpoint', 'best'], "'latest' or a learner step"),
+])
+def test_render_refuses_bad_arguments_before_rendering(run, args, named):
+  r = _tandem('render', run.root, *args)
+  assert r.returncode == 2 and named in r.stderr, r.stderr[-2000:]
+  assert 'Traceback' not in r.stderr
+
+
+def test_without_a_gl_back_end_render_says_what_to_install(run, tmp_path):
+  r = _tandem('render', run.root, '--out', str(tmp_path / 'x.gif'),
+              env={'MUJOCO_GL': 'no_such_backend'})
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert 'no OpenGL back end renders' in r.stderr
+  assert 'MUJOCO_GL=no_such_backend' in r.stderr
+  assert not (tmp_path / 'x.gif').exists()
+
+
+def test_the_install_hint_names_each_back_ends_debian_packages(monkeypatch):
+  monkeypatch.setattr(rendering, '_works', lambda backend: 'cannot load')
+  with pytest.raises(rendering.RenderingUnavailable) as info:
+    rendering.choose_backend(('egl', 'osmesa'))
+  message = str(info.value)
+  assert 'libegl1 libgl1-mesa-dri (for egl)' in message
+  assert 'libosmesa6 (for osmesa)' in message
