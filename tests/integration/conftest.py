@@ -141,6 +141,34 @@ def processes_mentioning(text):
   return found
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  """Keeps each phase's report on the test item, for runs_root's teardown."""
+  del call
+  outcome = yield
+  report = outcome.get_result()
+  setattr(item, f'report_{report.when}', report)
+
+
 @pytest.fixture
-def runs_root(tmp_path):
-  return str(tmp_path / 'runs')
+def runs_root(tmp_path, request):
+  """A runs root of the test's own. At teardown nothing of a program on it
+  may still run: whatever does (a test that failed before stopping its
+  program) is killed, so it cannot slow or disturb later tests, and a test
+  that passed while leaving it running fails in its teardown."""
+  import time
+  root = str(tmp_path / 'runs')
+  yield root
+  deadline = time.time() + 15  # nodes still finishing their stop
+  while processes_mentioning(root) and time.time() < deadline:
+    time.sleep(0.2)
+  left = processes_mentioning(root)
+  for pid in left:
+    try:
+      psutil.Process(pid).kill()
+    except psutil.NoSuchProcess:
+      pass
+  call = getattr(request.node, 'report_call', None)
+  if left and call is not None and call.passed:
+    pytest.fail(f'processes of a program on {root} were still running after '
+                f'the test (killed): {left}')
