@@ -19,13 +19,16 @@ from tandem.agents.mpo.config import (DUAL_OPTIMIZERS, OptimizerConfig,
 
 KINDS = ('gail', 'airl')
 # GAIL (Ho & Ermon 2016) with D = σ(logit) the probability of "expert":
-#   neg_log_one_minus_d: -log(1 - D)   (positive; Ho & Ermon's sign flipped
-#                                        into a reward, as in DAC)
+#   neg_log_one_minus_d: -log(1 - D)   (positive; Ho & Ermon's cost log(1 - D)
+#                                        with its sign flipped into a reward.
+#                                        DAC's paper writes this form; its
+#                                        code defaults to the raw logit)
 #   log_d:               log D          (negative: a per-step survival cost)
 #   logit:               log D - log(1 - D)
 # AIRL (Fu et al. 2018): f (the shaped f(s,a,s')), g (the state(-action)
 # reward term alone), or logit = f - log π(a|s) (their generator reward: f
-# plus an entropy bonus under the current policy).
+# plus an entropy bonus under the current policy), which the MPO generator
+# learns in soft actor-critic's form (ail/learner.py, soft_terms).
 REWARDS = {'gail': ('neg_log_one_minus_d', 'log_d', 'logit'),
            'airl': ('f', 'g', 'logit')}
 # state_action: GAIL sees (s, a); AIRL's g sees (s, a).

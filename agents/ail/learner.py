@@ -147,22 +147,45 @@ def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   windows: leading dims [B]. Returns (Batch [B], rewards [B, n]) with
   Batch.reward = Σ_k weights_k · r_k, r_k = reward(s_k, a_k, s_{k+1}).
   policy: the generator's current policy, needed (and only used) by AIRL's
-  `reward='logit'`, whose -log π(a_k|s_k) is then as fresh as f.
+  `reward='logit'`, whose -log π terms are then as fresh as f; that reward
+  takes the soft form of `soft_terms` (r_0 = f_0, and the bootstrap
+  state's entropy added to the return).
   """
   steps = window_steps(windows)
-  log_pi = None
+  log_pi, entropy = None, 0.0
   if disc.needs_log_pi(ail_cfg):
-    log_pi = policy_log_prob(mpo_cfg, policy, steps.observation,
-                             steps.action)
+    log_pi, entropy = soft_terms(mpo_cfg, policy, windows, steps)
   r = disc.rewards(ail_cfg, d_state.params, d_state.normalizer, steps,
                    mpo_cfg.discount, log_pi=log_pi)
   r = jax.lax.stop_gradient(r)
   batch = Batch(observation=windows.observations[..., 0, :],
                 action=windows.actions[..., 0, :],
-                reward=jnp.sum(windows.weights * r, axis=-1),
+                reward=jnp.sum(windows.weights * r, axis=-1) +
+                jax.lax.stop_gradient(windows.bootstrap * entropy),
                 discount=windows.bootstrap,
                 next_observation=windows.observations[..., -1, :])
   return batch, r
+
+
+def soft_terms(mpo_cfg: MPOConfig, policy, windows: Windows,
+               steps: disc.Transitions) -> tuple[jax.Array, jax.Array]:
+  """AIRL's 'logit' reward f - log π as an off-policy critic can learn it:
+  the soft Q-value of soft actor-critic (Haarnoja et al. 2018),
+
+    Q(s_0, a_0) = f_0 + Σ_{k=1}^{m-1} γ^k (f_k - log π(a_k|s_k))
+                  + γ^m (V(s_m) + H(π(·|s_m))).
+
+  Q conditions on a_0, so a_0's own -log π is not in it (inside an MPO
+  E-step it would favour the unlikely samples and widen the policy every
+  step); each later step's is, and the bootstrap state's entropy stands
+  for the -log π of the action taken there. Returns (log π per step
+  [..., n], 0 at k = 0; H(π(·|s_m)) [...]), under `policy`, the acting
+  policy (clipped to the box: networks.clipped_gaussian_entropy)."""
+  log_pi = policy_log_prob(mpo_cfg, policy, steps.observation, steps.action)
+  log_pi = log_pi.at[..., 0].set(0.0)
+  dist = mpo_learner.apply_policy(mpo_cfg, policy,
+                                  windows.observations[..., -1, :])
+  return log_pi, jnp.sum(networks.clipped_gaussian_entropy(dist), axis=-1)
 
 
 def draw_expert(state: AILState, expert_data: disc.Transitions,

@@ -324,6 +324,34 @@ def clipped_gaussian_log_prob(dist: GaussianParams, x: jax.Array,
                 gaussian_log_prob(dist, x)))
 
 
+def clipped_gaussian_entropy(dist: GaussianParams, low: float = -1.0,
+                             high: float = 1.0) -> jax.Array:
+  """Per-dimension entropy E[-log p(a)] of clip(N(mean, stddev), low, high)
+  with p as `clipped_gaussian_log_prob` defines it (density inside the box,
+  mass on an edge): dist [..., D] -> [..., D]. Closed form, with
+  z_a = (low - μ)/σ, z_b = (high - μ)/σ, φ and Φ the standard normal's
+  density and distribution:
+
+    inside: (Φ(z_b) - Φ(z_a)) (log σ + ½ log 2π)
+            + ½ [Φ(z) - z φ(z)] from z_a to z_b     (∫ z² φ = Φ - z φ)
+    edges:  -Φ(z_a) log Φ(z_a) - Φ(-z_b) log Φ(-z_b)
+
+  Without clipping (z_a → -∞, z_b → ∞) it is ½ log(2πe σ²).
+  """
+  norm = jax.scipy.stats.norm
+  z_a = (low - dist.mean) / dist.stddev
+  z_b = (high - dist.mean) / dist.stddev
+  inside_mass = norm.cdf(z_b) - norm.cdf(z_a)
+  second_moment = ((norm.cdf(z_b) - z_b * norm.pdf(z_b)) -
+                   (norm.cdf(z_a) - z_a * norm.pdf(z_a)))
+  inside = (inside_mass * (jnp.log(dist.stddev) + 0.5 * jnp.log(2 * jnp.pi))
+            + 0.5 * second_moment)
+  p_low, p_high = norm.cdf(z_a), norm.cdf(-z_b)
+  edges = -(jax.scipy.special.xlogy(p_low, p_low) +
+            jax.scipy.special.xlogy(p_high, p_high))
+  return inside + edges
+
+
 def gaussian_kl(p: GaussianParams, q: GaussianParams) -> jax.Array:
   """Per-dimension KL(p || q): [..., D]."""
   var_ratio = jnp.square(p.stddev / q.stddev)

@@ -187,8 +187,18 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
     d = s.discriminator
     log_pi = learner.policy_log_prob(mpo, s.generator.policy,
                                      steps.observation, steps.action)
+    # The soft form: the first step's own -log π is not in its Q-value.
+    log_pi = log_pi.at[..., 0].set(0.0)
     return np.asarray(disc.rewards(ail, d.params, d.normalizer, steps,
                                    mpo.discount, log_pi=log_pi))
+
+  def entropy_bonus(s):
+    if reward != 'logit':
+      return 0.0
+    dist = mpo_learner.apply_policy(mpo, s.generator.policy,
+                                    windows.observations[..., -1, :])
+    return np.asarray(windows.bootstrap) * np.asarray(jnp.sum(
+        networks.clipped_gaussian_entropy(dist), axis=-1))
 
   batch_before, r_before = learner.relabel(mpo, ail, state.discriminator,
                                            windows, state.generator.policy)
@@ -202,8 +212,8 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
   assert np.all(np.asarray(r_after)[valid] != np.asarray(r_before)[valid])
   np.testing.assert_allclose(
       batch_after.reward,
-      np.sum(np.asarray(windows.weights) * step_rewards(state), axis=-1),
-      rtol=1e-5, atol=1e-6)
+      np.sum(np.asarray(windows.weights) * step_rewards(state), axis=-1)
+      + entropy_bonus(state), rtol=1e-5, atol=1e-5)
   assert not np.allclose(batch_after.reward, batch_before.reward)
   # The generator step uses exactly these rewards.
   _, m = jax.jit(lambda s, w: learner.generator_step(mpo, ail, s, w, None))(
@@ -219,7 +229,12 @@ def test_generator_rewards_are_fresh_for_every_step_of_the_sum(kind, reward):
                                  moved.generator.policy)
     np.testing.assert_allclose(r_moved, step_rewards(moved), rtol=1e-5,
                                atol=1e-5)
-    assert np.all(np.asarray(r_moved)[valid] != np.asarray(r_after)[valid])
+    later = valid.copy()
+    later[..., 0] = False  # the first step's reward is f alone
+    assert later.any()
+    assert np.all(np.asarray(r_moved)[later] != np.asarray(r_after)[later])
+    np.testing.assert_array_equal(np.asarray(r_moved)[..., 0],
+                                  np.asarray(r_after)[..., 0])
 
 
 def _scaled_policy(state, factor):
@@ -429,3 +444,53 @@ def test_relabelled_batches_bootstrap_with_gamma_m_times_the_env_discounts(
   np.testing.assert_allclose(batch.observation, obs, rtol=1e-6)
   np.testing.assert_allclose(batch.action, act, rtol=1e-6)
   np.testing.assert_allclose(batch.next_observation, nxt, rtol=1e-6)
+
+
+def test_airl_logit_reward_has_soft_actor_critics_form_on_a_hand_window():
+  """One window of m = 2 real steps out of n = 3, every term by hand:
+  Q target = f_0 + γ d_0 (f_1 - log π(a_1|s_1)) + γ² d_0 d_1 (V + H(s_2))."""
+  mpo, ail = _mpo(), _ail(kind='airl', reward='logit')
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  o = DIMS.observation
+  rng = np.random.default_rng(5)
+  obs = rng.standard_normal((4, o)).astype(np.float32)
+  obs[3] = obs[2]  # past m the observations repeat o_m
+  actions = np.array([[0.2] * DIMS.action, [-0.4] * DIMS.action,
+                      [0.0] * DIMS.action], np.float32)
+  gamma = mpo.discount
+  from tandem.agents.core.batches import Windows
+  window = Windows(
+      observations=jnp.asarray(obs), actions=jnp.asarray(actions),
+      discounts=jnp.array([1.0, 1.0, 0.0]),
+      weights=jnp.array([1.0, gamma, 0.0]),
+      bootstrap=jnp.float32(gamma ** 2), rewards=jnp.zeros(3))
+  batch, r = learner.relabel(mpo, ail, state.discriminator, window,
+                             state.generator.policy)
+  d = state.discriminator
+  policy = state.generator.policy
+
+  def f(k):
+    t = disc.Transitions(obs[k][None], actions[k][None], obs[k + 1][None],
+                         jnp.ones(1))
+    return float(disc.score(ail, d.params, d.normalizer, t, gamma)[0])
+
+  log_pi_1 = float(learner.policy_log_prob(mpo, policy, obs[1][None],
+                                           actions[1][None])[0])
+  # The entropy of the acting (clipped) policy at s_2, by Monte Carlo.
+  dist = mpo_learner.apply_policy(mpo, policy, obs[2][None])
+  samples = np.clip(np.asarray(dist.mean) + np.asarray(dist.stddev) *
+                    rng.standard_normal((200_000, DIMS.action)), -1, 1)
+  entropy_2 = -float(np.mean(np.asarray(learner.policy_log_prob(
+      mpo, policy, np.repeat(obs[2][None], len(samples), 0),
+      samples.astype(np.float32)))))
+  want = f(0) + gamma * (f(1) - log_pi_1) + gamma ** 2 * entropy_2
+  assert float(batch.reward) == pytest.approx(want, rel=2e-3, abs=2e-3)
+  # The step rewards: f_0 alone, then f_1 - log π(a_1|s_1).
+  assert float(r[0]) == pytest.approx(f(0), rel=1e-5, abs=1e-5)
+  assert float(r[1]) == pytest.approx(f(1) - log_pi_1, rel=1e-5, abs=1e-5)
+  # 'f' has none of the entropy terms.
+  ail_f = _ail(kind='airl', reward='f')
+  batch_f, _ = learner.relabel(mpo, ail_f, state.discriminator, window,
+                               policy)
+  assert float(batch_f.reward) == pytest.approx(f(0) + gamma * f(1),
+                                                rel=1e-5, abs=1e-5)

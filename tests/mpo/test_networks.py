@@ -346,3 +346,20 @@ def test_mixture_samples_have_the_mixtures_moments():
   # The component weights: about 20% of samples below -1.
   assert abs(float(np.mean(s < -1.0)) - 0.2 * 0.977 - 0.5 * 0.159
              - 0.3 * 0.023) < 0.01
+
+
+@pytest.mark.parametrize('mean, stddev', [
+    (0.0, 0.05), (0.3, 0.5), (0.9, 0.4), (1.5, 0.3), (-2.0, 1.0)])
+def test_clipped_gaussian_entropy_is_the_mean_negative_log_prob(mean, stddev):
+  rng = np.random.default_rng(0)
+  dist = networks.GaussianParams(jnp.array([mean]), jnp.array([stddev]))
+  got = float(networks.clipped_gaussian_entropy(dist)[0])
+  a = np.clip(mean + stddev * rng.standard_normal((400_000, 1)), -1, 1)
+  many = networks.GaussianParams(jnp.full(a.shape, mean),
+                                 jnp.full(a.shape, stddev))
+  mc = -float(jnp.mean(networks.clipped_gaussian_log_prob(
+      many, jnp.asarray(a, jnp.float32))))
+  assert got == pytest.approx(mc, abs=5e-3)
+  if abs(mean) + 5 * stddev < 1:  # clipping negligible: the Gaussian's own
+    assert got == pytest.approx(0.5 * np.log(2 * np.pi * np.e * stddev ** 2),
+                                abs=1e-4)
