@@ -12,7 +12,7 @@
   tandem plot runs/<name> [--out PNG]
   tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
   tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
-                [--steps N] [--every K] [--out FILE.gif]
+                [--steps N] [--every K] [--out FILE.gif|FILE.png]
 
 Everything that can be checked is checked before any process starts: the
 config (every field), the environment name, the run directory (not in use,
@@ -114,8 +114,9 @@ def make_parser() -> argparse.ArgumentParser:
                  '(_s<N>)')
   m.add_argument('--out', default='compare.png', help='PNG path (default: '
                  'compare.png)')
-  r = sub.add_parser('render', help="an animated GIF of a run's mean-action "
-                     'policy in its environment, rendered off-screen')
+  r = sub.add_parser('render', help="a run's mean-action policy in its "
+                     'environment, rendered off-screen: an animated GIF, or '
+                     'a PNG strip of a few frames')
   r.add_argument('run_dir')
   r.add_argument('--checkpoint', default='latest',
                  help="'latest' (default) or a learner step count")
@@ -125,8 +126,8 @@ def make_parser() -> argparse.ArgumentParser:
   r.add_argument('--every', type=int, default=4,
                  help='one frame every this many env steps (default 4)')
   r.add_argument('--seed', type=int, default=0)
-  r.add_argument('--out', help='.gif path (default: '
-                 'RUN_DIR/render-<checkpoint>.gif)')
+  r.add_argument('--out', help='.gif (animated) or .png (the frames in a '
+                 'row) path (default: RUN_DIR/render-<checkpoint>.gif)')
   return parser
 
 

@@ -1,8 +1,10 @@
-"""`tandem render`: what a run's policy does, as an animated GIF.
+"""`tandem render`: what a run's policy does, as an animated GIF or a strip.
 
 The run's mean-action policy (as its evaluator acts) from one of its
 checkpoints, in the run's own environment, rendered off-screen; each frame
-carries the episode, its env step and the return so far.
+carries the episode, its env step and the return so far. A .gif output
+animates every frame taken; a .png output lays them side by side in one row
+(a strip for a page: choose --steps and --every for a few frames).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tandem.launch.errors import EXIT_OK, UsageError
 
 HEIGHT, WIDTH = 240, 320
 BAND = 18  # pixels of caption above each frame
+MAX_STRIP = 12  # frames in one .png row
 
 
 def pick_checkpoint(rd, which: str) -> str:
@@ -52,9 +55,19 @@ def _check_args(args) -> str:
   out = args.out
   if out is None:
     out = os.path.join(args.run_dir, f'render-{args.checkpoint}.gif')
-  if not out.endswith('.gif'):
-    raise UsageError(f'--out {out}: expected a .gif file (animated GIF, '
-                     'written with Pillow; no video encoder is assumed)')
+  if not out.endswith(('.gif', '.png')):
+    raise UsageError(f'--out {out}: expected a .gif file (animated) or a '
+                     '.png file (the frames in a row); no video encoder is '
+                     'assumed')
+  if out.endswith('.png'):
+    # Frames at steps 0, every, 2 every, ... and the last step taken.
+    per_episode = None if args.steps is None else (
+        args.steps // args.every + 1 + (args.steps % args.every > 0))
+    if per_episode is None or per_episode * args.episodes > MAX_STRIP:
+      raise UsageError(f'--out {out}: a .png strip holds at most {MAX_STRIP} '
+                       'frames; give --steps and --every for fewer (frames '
+                       'per episode: steps 0, every, 2 x every, ... up to '
+                       '--steps)')
   out_dir = os.path.dirname(os.path.abspath(out))
   try:
     with tempfile.TemporaryFile(dir=out_dir):
@@ -112,6 +125,15 @@ def write_gif(path: str, frames: list, frame_ms: int) -> None:
       duration=frame_ms, loop=0))
 
 
+def write_strip(path: str, frames: list) -> None:
+  """The frames side by side in one PNG, written whole or not at all."""
+  from PIL import Image
+  from tandem.agents.core import files
+  strip = Image.fromarray(np.concatenate(frames, axis=1))
+  files.write_atomic(path, lambda f: strip.save(f, format='PNG',
+                                                optimize=True))
+
+
 def render_run(args) -> int:
   from tandem.agents.core import checkpointing
   from tandem.agents.envs import rendering
@@ -145,7 +167,10 @@ def render_run(args) -> int:
     raise UsageError(f'tandem render: {cfg.env}: {e}') from e
   finally:
     env.close()
-  write_gif(out, frames, frame_ms=40)
+  if out.endswith('.png'):
+    write_strip(out, frames)
+  else:
+    write_gif(out, frames, frame_ms=40)
   print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
         f'{cfg.env} from {checkpoint} (MUJOCO_GL={backend}); returns '
         + ', '.join(f'{r:.1f}' for r in returns))

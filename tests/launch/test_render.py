@@ -96,7 +96,7 @@ def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
 
 
 @pytest.mark.parametrize('args, named', [
-    (['--out', 'clip.mp4'], '.gif'),
+    (['--out', 'clip.mp4'], '.gif file (animated) or a .png'),
     (['--episodes', '0'], '--episodes'),
     (['--checkpoint', 'best'], "'latest' or a learner step"),
 ])
@@ -122,3 +122,16 @@ def test_the_install_hint_names_each_back_ends_debian_packages(monkeypatch):
   message = str(info.value)
   assert 'libegl1 libgl1-mesa-dri (for egl)' in message
   assert 'libosmesa6 (for osmesa)' in message
+
+
+def test_a_png_out_is_a_strip_of_the_frames_in_a_row(run, backend, tmp_path):
+  from PIL import Image
+  out = tmp_path / 'strip.png'
+  r = _tandem('render', run.root, '--steps', '30', '--every', '10',
+              '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  with Image.open(out) as strip:
+    assert strip.size == (4 * 320, 240 + 18)  # steps 0, 10, 20, 30
+  r = _tandem('render', run.root, '--steps', '1000', '--every', '10',
+              '--out', str(tmp_path / 'long.png'))
+  assert r.returncode == 2 and 'at most 12' in r.stderr, r.stderr[-2000:]
