@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from tandem.agents.runtime import logs
+from tandem.launch import plotting
 from tandem.launch.errors import EXIT_OK, UsageError
 
 _SEED_SUFFIX = re.compile(r'[_-](?:s|seed)\d+$')
@@ -77,20 +78,15 @@ def read_run(path: str, by: Optional[str]) -> Run:
     raise UsageError(f'{file}: cannot be read ({e.strerror or e})') from e
   if not rows:
     raise UsageError(f'{file}: no evaluation yet')
-  columns = {}
-  for column in ('env_steps', 'elapsed_s', 'eval_return'):
-    values = [r.get(column) for r in rows]
-    bad = next((n for n, v in enumerate(values) if not (
-        isinstance(v, (int, float)) and not isinstance(v, bool)
-        and math.isfinite(v))), None)
-    if bad is not None:
-      raise UsageError(f'{file}: line {bad + 2}: column {column!r} is '
-                       f'{values[bad]!r}, expected a finite number')
-    columns[column] = np.asarray(values, np.float64)
+  try:
+    steps, seconds, returns = plotting.columns(
+        rows, file, ('env_steps', 'elapsed_s', 'eval_return'), finite=True)
+  except plotting.PlotError as e:
+    raise UsageError(str(e)) from e
   seed = config.get('seed')
   return Run(path, label_of(path, config, by),
-             seed if isinstance(seed, int) else None, columns['env_steps'],
-             columns['elapsed_s'], columns['eval_return'])
+             seed if isinstance(seed, int) else None,
+             *(np.asarray(c, np.float64) for c in (steps, seconds, returns)))
 
 
 def group(runs: list) -> dict:

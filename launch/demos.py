@@ -8,12 +8,11 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from typing import Optional
 
 from tandem.launch import programs
 from tandem.launch import resolve
-from tandem.launch.errors import EXIT_OK, UsageError
+from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
 
 def check_for_launch(cfg, run_dir: Optional[str]) -> dict:
@@ -121,15 +120,7 @@ def collect_demos(args) -> int:
     raise UsageError(f'--episodes: expected an integer >= 1, got '
                      f'{args.episodes}')
   # Before the episodes are collected, not after: they can take minutes.
-  out_dir = os.path.dirname(os.path.abspath(args.out))
-  # A real write: os.access does not see every refusal (root-squashed
-  # network mounts, ACLs, quotas).
-  try:
-    with tempfile.TemporaryFile(dir=out_dir):
-      pass
-  except OSError as e:
-    raise UsageError(f'--out {args.out}: the directory {out_dir} does not '
-                     f'exist or is not writable ({e.strerror})') from e
+  require_writable_dir(args.out)
   # A demonstrations file may be the only copy of an expert's episodes.
   if os.path.lexists(args.out) and not args.overwrite:
     raise UsageError(f'--out {args.out}: the file exists; pick another path, '

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Optional
 
@@ -13,20 +14,29 @@ class PlotError(ValueError):
   """A log cannot be drawn, or the picture cannot be written; names which."""
 
 
-def series(rows: list, path: str, x: str, y: str) -> tuple[list, list]:
-  """The (x, y) columns of a log's rows as numbers; PlotError naming the
-  file, the column and the first row where one is missing or not a number
-  (a picture of garbage would look like a result)."""
-  if rows and (x not in rows[0] or y not in rows[0]):
-    missing = [c for c in (x, y) if c not in rows[0]]
+def columns(rows: list, path: str, names, finite: bool = False) -> list:
+  """The named columns of a log's rows as lists of numbers (finite ones
+  with `finite`); PlotError naming the file, the column and the first row
+  where one is missing or not such a number (a picture or table of garbage
+  would look like a result)."""
+  missing = [c for c in names if rows and c not in rows[0]]
+  if missing:
     raise PlotError(f'{path}: no column {missing[0]!r}; found '
                     f'{sorted(rows[0])}')
   for n, r in enumerate(rows, start=2):  # line 1 is the header
-    for c in (x, y):
-      if not isinstance(r[c], (int, float)) or isinstance(r[c], bool):
-        raise PlotError(f'{path}: line {n}: column {c!r} is {r[c]!r}, '
-                        'expected a number')
-  return [r[x] for r in rows], [r[y] for r in rows]
+    for c in names:
+      v = r[c]
+      if (not isinstance(v, (int, float)) or isinstance(v, bool) or
+          (finite and not math.isfinite(v))):
+        raise PlotError(f'{path}: line {n}: column {c!r} is {v!r}, expected '
+                        f'a {"finite " if finite else ""}number')
+  return [[r[c] for r in rows] for c in names]
+
+
+def series(rows: list, path: str, x: str, y: str) -> tuple[list, list]:
+  """The (x, y) columns of a log's rows as numbers (`columns`)."""
+  xs, ys = columns(rows, path, (x, y))
+  return xs, ys
 
 
 def plot_run(run_dir: str, out: Optional[str] = None) -> str:

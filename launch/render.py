@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 import numpy as np
 
 from tandem.launch import programs
 from tandem.launch import resolve
-from tandem.launch.errors import EXIT_OK, UsageError
+from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
 HEIGHT, WIDTH = 240, 320
 BAND = 18  # pixels of caption above each frame
@@ -68,13 +67,7 @@ def _check_args(args) -> str:
                        'frames; give --steps and --every for fewer (frames '
                        'per episode: steps 0, every, 2 x every, ... up to '
                        '--steps)')
-  out_dir = os.path.dirname(os.path.abspath(out))
-  try:
-    with tempfile.TemporaryFile(dir=out_dir):
-      pass
-  except OSError as e:
-    raise UsageError(f'--out {out}: the directory {out_dir} does not exist '
-                     f'or is not writable ({e.strerror})') from e
+  require_writable_dir(out)
   if os.path.islink(out):
     raise UsageError(f'--out {out} is a symbolic link; tandem render writes '
                      'only regular files')
