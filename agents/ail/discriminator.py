@@ -188,9 +188,11 @@ def rewards(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
   GAIL, with z the logit: neg_log_one_minus_d = -log(1 - D) = softplus(z);
   log_d = log D = -softplus(-z); logit = z. AIRL: f, g alone, or
   logit = log D - log(1 - D) = f - log π(a|s), the reward of Fu et al.
-  2018 (Sec. 4), under which the generator solves the entropy-regularised
-  problem their f recovers; log_pi [...] is then the current policy's
-  (required), and its -log π is an entropy bonus on the agent's own actions.
+  2018 (Sec. 4); log_pi [...] is then the current policy's (required), and
+  its -log π an entropy bonus on the agent's own actions. The MPO generator
+  takes it in the critic's soft form only (ail/learner.py, soft_terms): its
+  policy update adds no entropy of the state it improves, so it does not
+  solve the entropy-regularised problem exactly.
   """
   if cfg.kind == 'gail':
     z = score(cfg, params, norm, t, gamma)

@@ -15,8 +15,8 @@ drawn off-policy (actions uniform in [-1, 1]), as replay would hand them.
 Three seeds run side by side in one vmapped update per E-step mode. A policy
 that follows a wrong sign (of the TD target, of Q in the E-step weights, of
 the weighted log-likelihood) moves its mean away from 0.5, toward a box edge;
-a critic that does not bootstrap has Q(s0, ·) flat and leaves the mean
-where it started, near 0.
+a critic that does not bootstrap has Q(s0, ·) flat up to its fitting noise,
+which the KL-bounded E-step follows as a random walk, not to 0.5.
 """
 
 import jax
