@@ -2,14 +2,18 @@
 # `make test` - the default test suite.
 # `make lint` - ruff and the import contract (pyproject.toml); CI runs it.
 # `make test-tooling` - tests of the bench/ and studies/ scripts; CI runs it.
+# `make venv-cloud` - .venv-cloud, the Vertex AI client for launch/cloud/submit.py (requirements-cloud.lock); `make test` builds it.
 # Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.lint-installed
+CLOUD_VENV := .venv-cloud
+CLOUD_PY := $(CLOUD_VENV)/bin/python
+CLOUD_STAMP := $(CLOUD_VENV)/.installed
 
-.PHONY: run test test-slow test-tooling lint venv bench clean-venv
+.PHONY: run test test-slow test-tooling lint venv venv-cloud bench clean-venv
 
 venv: $(STAMP)
 
@@ -29,11 +33,25 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+venv-cloud: $(CLOUD_STAMP)
+
+# Its own environment: google-cloud-aiplatform needs protobuf >= 3.20 and .venv
+# pins 3.19 (TensorFlow 2.8, Reverb 0.7). Made afresh whenever the lock changes,
+# so it holds exactly the lock; pip, setuptools and wheel as in .venv.
+$(CLOUD_STAMP): requirements-cloud.lock
+	@set -e; py=$$(scripts/find_python310.sh); \
+	echo "creating $(CLOUD_VENV) with $$py"; rm -rf $(CLOUD_VENV); \
+	$$py -m venv $(CLOUD_VENV) || { rm -rf $(CLOUD_VENV); echo "error: $$py -m venv $(CLOUD_VENV) failed;" \
+	  "on Debian/Ubuntu install python3.10-venv (apt install python3.10-venv)" >&2; exit 1; }
+	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
+	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check -r requirements-cloud.lock
+	@touch $(CLOUD_STAMP)
+
 run: venv
 	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2 \
 	  --name make_run_$$(date +%Y%m%d_%H%M%S)
 
-test: venv
+test: venv venv-cloud
 	$(PY) -m pytest -q tests
 
 test-slow: venv

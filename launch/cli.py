@@ -4,6 +4,10 @@
                [--network private|host] [--num_actors N] [--name NAME]
                [--mpo.duals.num_steps=10 ...]
   tandem train --resume runs/<name> [--env_step_budget=...]
+  tandem train --config ... --launch vertex_ai --runs_root /gcs/<bucket>/runs
+               --cloud.project P --cloud.region R --cloud.bucket gs://<bucket>
+               --cloud.image URI [--cloud.dry_run=true]   (docs/deployment.md)
+  tandem train --config ... --launch vertex_local   (the same job, here)
   tandem train-ail --config configs/ail.py:gail_cartpole --demos FILE.npz
                [--launch ...] [--num_actors N] [--name NAME] [--ail.kind=airl ...]
   tandem train-ail --resume runs/<name>
@@ -59,7 +63,10 @@ def _add_train_parser(sub, command: str, help_text: str, config_cls,
                  'file is run as Python (also under --show_config): use only '
                  'config files you would run')
   t.add_argument('--launch', choices=config_lib.LAUNCH_TYPES,
-                 default='local_mp')
+                 default='local_mp', help='local_mp (default): a process per '
+                 'node; local_mt: threads of one process; vertex_ai: a Vertex '
+                 'AI job\n(cloud.* fields); vertex_local: that job\'s replicas '
+                 'as process groups here (docs/deployment.md)')
   t.add_argument('--num_actors', type=int)
   t.add_argument('--network', choices=network.CHOICES, default=network.PRIVATE,
                  help="private (default): the run's nodes in a network "
@@ -128,6 +135,15 @@ def make_parser() -> argparse.ArgumentParser:
   r.add_argument('--seed', type=int, default=0)
   r.add_argument('--out', help='.gif (animated) or .png (the frames in a '
                  'row) path (default: RUN_DIR/render-<checkpoint>.gif)')
+  v = sub.add_parser('replica', help="run this replica's nodes of a Vertex "
+                     'AI job (the image\'s entrypoint in every replica; '
+                     'CLUSTER_SPEC says which)')
+  v.add_argument('--run_dir', required=True, help='the shared run directory '
+                 '(its config.json defines the program)')
+  v.add_argument('--segment', type=int, required=True,
+                 help='which launch of the run this is (1 first)')
+  v.add_argument('--resume', action='store_true',
+                 help='the nodes restore the run\'s checkpoints')
   return parser
 
 
@@ -141,6 +157,7 @@ _PROGRAM_STACK = ('jax', 'optax', 'tensorflow', 'launchpad', 'reverb', 'acme',
 
 STACK = {'train': _PROGRAM_STACK, 'train-ail': _PROGRAM_STACK,
          'collect-demos': _PROGRAM_STACK, 'render': _PROGRAM_STACK,
+         'replica': _PROGRAM_STACK,
          'plot': ('matplotlib',), 'compare': ('matplotlib',)}
 
 
@@ -167,13 +184,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not getattr(args, 'show_config', False):  # which reads configs only
       check_stack(args.command)
     if args.command in programs.COMMANDS:
-      if argv is None and not args.show_config:  # the `tandem` command
+      # The `tandem` command; a vertex_ai launch runs no node here and must
+      # reach Vertex AI.
+      if argv is None and not args.show_config and args.launch != 'vertex_ai':
         network.isolate(args.network, sys.argv[1:])
       return train.train(args, extra, args.command)
     if extra:
       parser.error(f'unrecognized arguments: {extra}')
     if args.command == 'collect-demos':
       return demos.collect_demos(args)
+    if args.command == 'replica':
+      from tandem.launch.cloud import replica
+      return replica.run(args.run_dir, args.segment, args.resume)
     if args.command == 'render':
       from tandem.launch import render
       return render.render_run(args)

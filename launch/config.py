@@ -18,8 +18,12 @@ from tandem.agents.ail.config import AILConfig
 from tandem.agents.mpo import config as mpo_config
 from tandem.agents.core.fields import ConfigError
 from tandem.agents.mpo.config import MPOConfig
+from tandem.launch.cloud.config import CloudConfig
 
-LAUNCH_TYPES = ('local_mp', 'local_mt')
+# vertex_ai: a Vertex AI CustomJob; vertex_local: the same job's replicas as
+# process groups on this machine (launch/cloud/).
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'vertex_ai', 'vertex_local')
+VERTEX = ('vertex_ai', 'vertex_local')
 
 
 def _check(cond, field, expected, got):
@@ -107,6 +111,9 @@ class TrainConfig:
   # Test hook: the learner's stop path sleeps this long before its
   # checkpoint (0: never), to test a stop that outlasts stop_grace_s.
   fault_injection_slow_stop_s: float = 0.0
+  # Where a --launch vertex_ai (or vertex_local) job runs: project, images,
+  # machine types, the placement of node groups on worker pools.
+  cloud: CloudConfig = dataclasses.field(default_factory=CloudConfig)
 
   def __post_init__(self):
     _check(isinstance(self.name, str) and self.name and
@@ -118,6 +125,8 @@ class TrainConfig:
     _check(_is_int(self.seed) and self.seed >= 0, 'seed', 'an integer >= 0',
            self.seed)
     _check(isinstance(self.mpo, MPOConfig), 'mpo', 'an MPOConfig', self.mpo)
+    _check(isinstance(self.cloud, CloudConfig), 'cloud', 'a CloudConfig',
+           self.cloud)
     for f in ('num_actors', 'envs_per_actor', 'env_step_budget',
               'replay_max_size',
               'replay_min_size', 'actor_update_period', 'counter_sync_period',

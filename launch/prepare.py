@@ -244,10 +244,10 @@ def check_resumable(cfg, run_dir: str,
 
 
 # The checkout the code runs from (launch/ is one of its folders).
-_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def code_version(root: str = _CODE_ROOT) -> Optional[dict]:
+def code_version(root: str = CODE_ROOT) -> Optional[dict]:
   """The git commit the code under `root` was checked out at, and whether
   tracked files differed from it; None outside a git checkout (a Docker
   image built without .git) or without git. A figure in BENCHMARKS.md can

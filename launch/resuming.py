@@ -3,11 +3,13 @@ launches: the run's stored config.json with the command line's overrides."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tandem.agents.core.fields import ConfigError
 from tandem.agents.mpo import config as mpo_config
 from tandem.launch import config as config_lib
+from tandem.launch.cloud.config import CloudConfig
 
 
 # Fields a resume may change: how long, how many actors, how often things
@@ -29,7 +31,9 @@ RESUMABLE_FIELDS = frozenset({
     'replay_checkpoints', 'replay_checkpoint_period_s',
     # The path may move; its contents are held to the run's first file by
     # sha256 (launch/demos.py: check_demonstrations).
-    'demos'})
+    'demos'}) | frozenset(
+        # Where the run runs, not what it computes.
+        f'cloud.{f.name}' for f in dataclasses.fields(CloudConfig))
 
 
 def check_resume_overrides(old: 'config_lib.TrainConfig | dict',

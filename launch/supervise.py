@@ -31,7 +31,7 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
            resume: bool, segment: int) -> Outcome:
   """Launches `program` for the run directory `rd` and waits until it ends.
   Node logs go to nodes/segment-<k>/."""
-  _set_up_launchpad(rd, cfg, segment)
+  set_up_launchpad(rd, cfg, rd.segment_nodes(segment))
   import launchpad as lp
   from tandem.agents.runtime import supervision
   built = program.build(cfg, rd.root, resume=resume, segment=segment)
@@ -39,7 +39,7 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
         f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps\n'
         f'watch it live: tensorboard --logdir {os.path.join(rd.logs, "tb")}')
   stop_watch = threading.Event()
-  watcher = threading.Thread(target=_watch_progress,
+  watcher = threading.Thread(target=watch_progress,
                              args=(rd.progress, stop_watch), daemon=True)
   if launch_type == 'local_mp':
     manager = lp.launch(built, launch_type='local_mp',
@@ -93,12 +93,12 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
                  stop_time=stop_seen[0] if stop_seen else stop_time)
 
 
-def _set_up_launchpad(rd, cfg, segment: int) -> None:
-  """Node logs to this launch's segment folder, the launcher announced in the
-  run directory (nodes poll it), and the stop grace as Launchpad's notice."""
+def set_up_launchpad(rd, cfg, nodes_dir: str) -> None:
+  """Node logs to `nodes_dir` (this launch's segment folder, or a replica's
+  folder in it), this process announced to its nodes as their launcher
+  (they exit with it), and the stop grace as Launchpad's notice."""
   # Launchpad reads this when its file-output launcher is first imported;
   # each launch writes its node logs to its own segment folder.
-  nodes_dir = rd.segment_nodes(segment)
   os.environ['LAUNCHPAD_LOGGING_DIR'] = nodes_dir
   # ... but only if that module is not imported yet, and acme imports
   # launchpad (hence it) when our node modules load: set what it read.
@@ -133,7 +133,7 @@ def progress_bar(progress: dict, width: int = 24) -> str:
   return f"[{'#' * filled}{'-' * (width - filled)}] {fraction:4.0%}"
 
 
-def _watch_progress(path: str, stop: threading.Event, period: float = 5.0):
+def watch_progress(path: str, stop: threading.Event, period: float = 5.0):
   """Every `period` s, the run's progress: on a terminal one line with a
   bar, rewritten in place; elsewhere (a log file, a pipe) a plain line."""
   tty = sys.stdout.isatty()

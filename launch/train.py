@@ -12,6 +12,8 @@ from tandem.launch import programs
 from tandem.launch import report
 from tandem.launch import resolve
 from tandem.launch import supervise
+from tandem.launch.cloud import local
+from tandem.launch.cloud import vertex
 from tandem.launch.errors import EXIT_OK
 
 
@@ -31,9 +33,11 @@ def train(args, extra, command: str = 'train') -> int:
     print(config_lib.describe(cfg))
     return EXIT_OK
   program = programs.for_command(command)
+  drop_replay = getattr(args, 'drop_replay', False)
+  if args.launch == 'vertex_ai':  # prepares the run in the bucket, sends the job
+    return vertex.submit(program, cfg, run_dir, resume, drop_replay=drop_replay)
   demos_record = (program.check_demonstrations(cfg, run_dir if resume else None)
                   if program.check_demonstrations else None)
-  drop_replay = getattr(args, 'drop_replay', False)
   rd = RunDir(run_dir)
   prepare.refuse_to_overwrite(rd, cfg, resume)
   with prepare.locked(rd, resume):
@@ -42,18 +46,22 @@ def train(args, extra, command: str = 'train') -> int:
     segment = prepare.set_up(rd, cfg, latest=latest,
                              demos_record=demos_record,
                              drop_replay=drop_replay)
-    outcome = supervise.launch(program, cfg, rd, args.launch, resume=resume,
-                               segment=segment)
+    if args.launch == 'vertex_local':
+      outcome = local.launch(cfg, rd, resume=resume, segment=segment)
+    else:
+      outcome = supervise.launch(program, cfg, rd, args.launch, resume=resume,
+                                 segment=segment)
     return report.conclude(outcome, rd, cfg, program, segment)
 
 
 def keep_off_accelerators(launch: str) -> None:
-  """Under local_mp the launcher's own JAX work (restoring the checkpoint
-  to validate a resume) runs on the CPU: JAX would otherwise claim most of
-  a GPU's memory in the launcher, before the learner's process starts.
-  local_mt runs the learner in this process, so it keeps the default.
-  (jax.config, not JAX_PLATFORMS: node processes inherit the environment.)"""
-  if launch != 'local_mp':
+  """Under every launch but local_mt the launcher's own JAX work (restoring
+  the checkpoint to validate a resume) runs on the CPU: JAX would otherwise
+  claim most of a GPU's memory in the launcher, before the learner's
+  process starts. local_mt runs the learner in this process, so it keeps
+  the default. (jax.config, not JAX_PLATFORMS: node processes inherit the
+  environment.)"""
+  if launch == 'local_mt':
     return
   import jax
   jax.config.update('jax_platforms', 'cpu')

@@ -35,7 +35,7 @@ def _watch(tmp_path, monkeypatch, tty: bool) -> str:
   out = _Terminal(tty)
   monkeypatch.setattr('sys.stdout', out)
   stop = threading.Event()
-  watcher = threading.Thread(target=supervise._watch_progress,
+  watcher = threading.Thread(target=supervise.watch_progress,
                              args=(str(path), stop, 0.05))
   watcher.start()
   deadline = time.monotonic() + 30

@@ -1,0 +1,1 @@
+"""Tests of the Vertex AI deployment (launch/cloud/)."""
