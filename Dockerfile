@@ -11,12 +11,17 @@ ARG ACCELERATOR=cpu
 ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     MUJOCO_GL=disable
 
+# Mesa's software OpenGL (OSMesa), for `tandem render` off-screen.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libosmesa6 \
+ && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /tandem
-COPY requirements.lock ./
+COPY requirements.lock requirements-cuda12.lock ./
 RUN python -m pip install "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1" \
  && python -m pip install -r requirements.lock \
  && if [ "$ACCELERATOR" = "cuda12" ]; then \
-      python -m pip install "jax[cuda12]==0.6.2"; \
+      python -m pip install -r requirements-cuda12.lock -c requirements.lock; \
     elif [ "$ACCELERATOR" != "cpu" ]; then \
       echo "ACCELERATOR must be cpu or cuda12, got $ACCELERATOR" >&2; exit 1; \
     fi

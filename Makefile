@@ -2,6 +2,7 @@
 # `make test` - the default test suite.
 # `make lint` - ruff and the import contract (pyproject.toml); CI runs it.
 # `make test-tooling` - tests of the bench/ and studies/ scripts; CI runs it.
+# `make image` - build the Dockerfile's image without a Docker daemon or registry and run it (root; scripts/build_image_rootless.sh).
 # `make venv-cloud` - .venv-cloud, the Vertex AI client for launch/cloud/submit.py (requirements-cloud.lock); `make test` builds it.
 # Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
 SHELL := /bin/bash
@@ -13,7 +14,7 @@ CLOUD_VENV := .venv-cloud
 CLOUD_PY := $(CLOUD_VENV)/bin/python
 CLOUD_STAMP := $(CLOUD_VENV)/.installed
 
-.PHONY: run test test-slow test-tooling lint venv venv-cloud bench clean-venv
+.PHONY: run test test-slow test-tooling lint venv venv-cloud bench image clean-venv
 
 venv: $(STAMP)
 
@@ -72,6 +73,9 @@ lint: $(LINT_STAMP)
 
 bench: venv
 	$(PY) bench/learner.py && $(PY) bench/learner_parts.py && $(PY) bench/duals.py && $(PY) bench/actor.py && $(PY) bench/program.py
+
+image:
+	scripts/build_image_rootless.sh
 
 clean-venv:
 	rm -rf $(VENV)

@@ -81,9 +81,18 @@ def test_image_copies_every_installed_package():
   assert '.venv' in ignored and 'runs' in ignored
 
 
-def test_cuda_build_installs_the_locked_jax():
-  cuda = re.search(r'jax\[cuda12\]==([\d.]+)', _read('Dockerfile'))
+def test_cuda_build_installs_the_locked_jax_and_pinned_cuda_wheels():
+  docker = _read('Dockerfile')
+  assert 'pip install -r requirements-cuda12.lock -c requirements.lock' in docker
+  lines = [line for line in _read('requirements-cuda12.lock').splitlines()
+           if line and not line.startswith('#')]
+  cuda = re.fullmatch(r'jax\[cuda12\]==([\d.]+)', lines[0])
   assert cuda and cuda.group(1) == _lock()['jax'] == _lock()['jaxlib']
+  # Every CUDA wheel pinned, none of them a second pin of the main lock's.
+  assert all(re.fullmatch(r'(nvidia-[a-z0-9-]+|jax-cuda12-[a-z]+)==[\d.]+', line)
+             for line in lines[1:]), lines
+  assert any(line.startswith('nvidia-cudnn-cu12==') for line in lines)
+  assert not {line.split('==')[0] for line in lines[1:]} & set(_lock())
 
 
 def test_only_tandem_is_installed(tmp_path):

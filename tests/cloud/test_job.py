@@ -143,28 +143,34 @@ def test_dry_run_writes_nothing(capsys, tmp_path):
   assert list((mount / 'runs').iterdir()) == []
 
 
-@pytest.mark.parametrize('change, field', [
-    (['--runs_root=runs'], 'runs_root'),
-    (['--runs_root=/tmp/runs'], 'runs_root'),
-    (['--runs_root=/gcs/other-bucket/runs'], 'runs_root'),
-    (['--cloud.project='], 'cloud.project'),
-    (['--cloud.region='], 'cloud.region'),
-    (['--cloud.bucket='], 'cloud.bucket'),
-    (['--cloud.image='], 'cloud.image'),
-    (['--cloud.learner_accelerator=NVIDIA_L4'], 'cloud.gpu_image'),
+@pytest.mark.parametrize('change, field, words', [
+    (['--runs_root=runs'], 'runs_root', 'every replica shares'),
+    (['--runs_root=/tmp/runs'], 'runs_root', 'every replica shares'),
+    (['--runs_root=/gcs/other-bucket/runs'], 'runs_root',
+     'every replica shares'),
+    (['--cloud.project='], 'cloud.project', 'for --launch vertex_ai'),
+    (['--cloud.region='], 'cloud.region', 'for --launch vertex_ai'),
+    (['--cloud.bucket='], 'cloud.bucket', 'for --launch vertex_ai'),
+    (['--cloud.image='], 'cloud.image', 'for --launch vertex_ai'),
+    (['--cloud.learner_accelerator=NVIDIA_L4'], 'cloud.gpu_image',
+     'CPU-only JAX'),
     (['--cloud.learner_accelerator=NVIDIA_L4',
       '--cloud.gpu_image=europe-docker.pkg.dev/p/r/tandem:1'],
-     'cloud.gpu_image'),
+     'cloud.gpu_image', 'not the CPU image'),
     (['--cloud.pools=replay;counter;learner;actor;evaluator,limiter'],
-     'cloud.pools'),
+     'cloud.pools', 'at most 4 pools'),
 ])
-def test_bad_vertex_ai_input_exits_2_naming_the_field(capsys, change, field):
-  # Without --cloud.dry_run: a check that passed would go on to send.
+def test_bad_vertex_ai_input_exits_2_naming_the_field(capsys, change, field,
+                                                      words):
+  # Without --cloud.dry_run: a check that passed would go on to send, to a
+  # closed port on loopback (nothing leaves this machine).
   args = [a for a in CLOUD if not any(
       a.startswith(c.split('=')[0] + '=') for c in change)] + change
-  rc, out, err = _main(capsys, *TRAIN, *args)
+  rc, out, err = _main(capsys, *TRAIN, *args,
+                       '--cloud.api_endpoint=http://127.0.0.1:9')
   assert rc == 2, (out, err)
-  assert f'{field}:' in err and 'Traceback' not in err, err
+  assert f'{field}:' in err and words in err, err
+  assert 'Traceback' not in err
 
 
 def test_demonstrations_must_be_in_the_bucket(capsys):

@@ -41,9 +41,9 @@ def _node_pid(replica_pid, node):
   return None
 
 
-def test_mpo_job_runs_as_replicas_and_resumes_from_the_shared_root(runs_root):
+def test_mpo_job_stops_on_ctrl_c_and_resumes_from_the_shared_root(runs_root):
   proc = start_tandem(TINY + ['--runs_root', runs_root, '--name', 'job',
-                              '--env_step_budget=1500'])
+                              '--env_step_budget=3000'])
   run_dir = os.path.join(runs_root, 'job')
   try:
     replicas = _replicas(run_dir, proc=proc)
@@ -61,19 +61,20 @@ def test_mpo_job_runs_as_replicas_and_resumes_from_the_shared_root(runs_root):
     node = _node_pid(learner['pid'], 'learner')
     assert node is not None
     assert port in [p for _, p in listening_addresses(node)]
-    out, err = proc.communicate(timeout=300)
+    proc.send_signal(signal.SIGINT)  # stopping the launcher stops them all
+    out, err = proc.communicate(timeout=240)
   finally:
     stop_program(run_dir, proc)
-  assert proc.returncode == 0, out[-3000:] + err[-3000:]
-  first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
-  assert first['env_steps'] >= 1500 and first['learner_steps'] > 0
-  stop = json.load(open(os.path.join(run_dir, 'nodes', 'segment-1',
-                                     'replicas', 'stop')))
-  assert stop['by'] == 'workerpool0-0'  # the limiter's replica ended the job
+  assert proc.returncode == 130, out[-3000:] + err[-3000:]
+  assert 'stopping every replica' in err
   assert processes_mentioning(run_dir) == []
+  assert not os.path.exists(os.path.join(run_dir, 'final.json'))
+  with open(os.path.join(run_dir, 'counter.json')) as f:
+    stored = json.load(f)
+  first = dict(stored['counts'], elapsed_s=stored['elapsed_s'])
+  assert 0 < first['env_steps'] < 3000
 
-  r2 = run_tandem(['train', '--resume', run_dir, '--launch', 'vertex_local',
-                   '--env_step_budget=3000'])
+  r2 = run_tandem(['train', '--resume', run_dir, '--launch', 'vertex_local'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   for key in ('env_steps', 'learner_steps', 'elapsed_s'):
@@ -82,6 +83,9 @@ def test_mpo_job_runs_as_replicas_and_resumes_from_the_shared_root(runs_root):
   restored = json.load(open(os.path.join(run_dir, 'checkpoints',
                                          'replay_restored.json')))
   assert sum(restored['items'].values()) > 0  # replay came back, no refill
+  stop = json.load(open(os.path.join(run_dir, 'nodes', 'segment-2',
+                                     'replicas', 'stop')))
+  assert stop['by'] == 'workerpool0-0'  # the limiter's replica ended the job
   assert processes_mentioning(run_dir) == []
 
 
