@@ -14,7 +14,7 @@ from tandem.launch import resolve
 from tandem.launch import supervise
 from tandem.launch.cloud import local
 from tandem.launch.cloud import vertex
-from tandem.launch.errors import EXIT_OK
+from tandem.launch.errors import EXIT_OK, UsageError
 
 
 def train(args, extra, command: str = 'train') -> int:
@@ -32,6 +32,9 @@ def train(args, extra, command: str = 'train') -> int:
     # defaults that --help lists; this shows what a launch would use.
     print(config_lib.describe(cfg))
     return EXIT_OK
+  if cfg.cloud.dry_run and args.launch != 'vertex_ai':
+    raise UsageError(f'cloud.dry_run: only --launch vertex_ai sends a request '
+                     f'to leave out; --launch {args.launch} would run the job')
   program = programs.for_command(command)
   drop_replay = getattr(args, 'drop_replay', False)
   if args.launch == 'vertex_ai':  # prepares the run in the bucket, sends the job

@@ -126,13 +126,22 @@ def stop_path(segment_nodes: str) -> str:
 
 
 def request_stop(segment_nodes: str, by: str, reason: str) -> None:
-  """Tells every replica of this launch to stop (first writer wins)."""
+  """Tells every replica of this launch to stop. The first writer's reason
+  stays: the file is written aside and linked into place, which fails once
+  it exists."""
   path = stop_path(segment_nodes)
   if os.path.exists(path):
     return
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  files.write_json_atomic(path, {'by': by, 'reason': reason,
-                                 'time': time.time()})
+  aside = f'{path}.{by}.{os.getpid()}'
+  files.write_json_atomic(aside, {'by': by, 'reason': reason,
+                                  'time': time.time()})
+  try:
+    os.link(aside, path)
+  except FileExistsError:
+    pass
+  finally:
+    os.unlink(aside)
 
 
 def read_stop(segment_nodes: str) -> Optional[dict]:

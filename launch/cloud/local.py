@@ -17,6 +17,7 @@ the run still alive is killed, so nothing outlives the launch.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import signal
@@ -52,16 +53,23 @@ class Started:
 
 
 def _free(port: int) -> bool:
+  """Whether `port` is free on loopback and on every interface (IPv6 where
+  the kernel has it): nodes bind [::]:port."""
   for family, host in ((socket.AF_INET, HOST), (socket.AF_INET6, '::')):
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-      try:
+    try:
+      with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, port))
-      except OSError:
-        return False
+    except OSError as e:
+      if family == socket.AF_INET6 and e.errno in (errno.EAFNOSUPPORT,
+                                                   errno.EADDRNOTAVAIL):
+        continue
+      return False
   return True
 
 
-def port_ranges(sizes: list[int], low: int = 20000, high: int = 60000
+# Below Linux's ephemeral range (32768-60999 by default), so no outgoing
+# connection takes a port between its pick and its node's bind.
+def port_ranges(sizes: list[int], low: int = 20000, high: int = 32000
                 ) -> list[int]:
   """A first port for each replica, with `size` free consecutive ports from
   it, the ranges disjoint (a replica's node k listens on its port + k)."""
@@ -144,11 +152,13 @@ def _report(s: Started, rc: int) -> None:
 
 
 def _wait(started: list[Started], segment_nodes: str, grace_s: float,
-          first: list) -> Optional[float]:
-  """Until every replica has exited: reports the first that fails and tells
-  the rest to stop; kills replicas that outlast a stop by grace_s +
-  EXIT_MARGIN_S. Returns when the stop began (None if never seen)."""
+          first: list, failures: bool = True) -> Optional[float]:
+  """Until every replica has exited: reports the first that fails (with
+  `failures`; not once the launcher itself stopped them) and tells the rest
+  to stop; kills replicas that outlast a stop by grace_s + EXIT_MARGIN_S.
+  Returns when the stop began (None if never seen)."""
   stop_time = None
+  killed: set = set()
   while True:
     running = False
     for s in started:
@@ -157,7 +167,7 @@ def _wait(started: list[Started], segment_nodes: str, grace_s: float,
         running = True
       elif not s.reported:
         s.reported = True
-        if rc != 0 and not first:
+        if rc != 0 and failures and not first and s.replica.name not in killed:
           first.append((s, rc))
           _report(s, rc)
           cluster.request_stop(segment_nodes, 'launcher',
@@ -170,7 +180,8 @@ def _wait(started: list[Started], segment_nodes: str, grace_s: float,
     if stop_time is not None and time.time() > stop_time + grace_s + \
         EXIT_MARGIN_S:
       for s in started:
-        if s.proc.poll() is None:
+        if s.proc.poll() is None and s.replica.name not in killed:
+          killed.add(s.replica.name)
           print(f'replica {s.replica.name} did not stop within '
                 f'{grace_s + EXIT_MARGIN_S:.0f} s; killing it',
                 file=sys.stderr)
@@ -189,8 +200,8 @@ def _leave_nothing(started: list[Started], run_dir: str,
                    grace_s: float) -> None:
   """After the replicas exit, their nodes (which stop with their replica)
   get the grace period to finish; whatever of the run is left then is
-  killed."""
-  deadline = time.time() + grace_s + 5
+  killed (at once with grace_s 0)."""
+  deadline = time.time() + (grace_s + 5 if grace_s > 0 else 0)
   while supervision.program_processes(run_dir) and time.time() < deadline:
     time.sleep(POLL_S)
   for s in started:
@@ -202,10 +213,30 @@ def _leave_nothing(started: list[Started], run_dir: str,
       pass
 
 
+def _interrupt_on_sigterm(signum, frame):
+  del signum, frame
+  raise KeyboardInterrupt
+
+
 def launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
-  """Runs the job's replicas for the run directory `rd` until they end."""
+  """Runs the job's replicas for the run directory `rd` until they end.
+  SIGTERM stops it as Ctrl-C does (a `kill`, `docker stop`); a second
+  Ctrl-C kills every replica at once."""
+  previous = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+  try:
+    return _launch(cfg, rd, resume=resume, segment=segment)
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
   segment_nodes = rd.segment_nodes(segment)
-  started = start_replicas(cfg, rd, segment=segment, resume=resume)
+  started: list = []
+  try:
+    started.extend(start_replicas(cfg, rd, segment=segment, resume=resume))
+  except BaseException:
+    _leave_nothing(started, rd.root, 0.0)
+    raise
   pools = request.plan_of(cfg).pools
   print(f'run directory: {rd.root}\nlaunching vertex_local: '
         f'{len(started)} replicas in {len(pools)} worker pools '
@@ -219,21 +250,24 @@ def launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
   first: list = []
   interrupted = False
   stop_time = None
+  grace = cfg.stop_grace_s
   try:
     try:
-      stop_time = _wait(started, segment_nodes, cfg.stop_grace_s, first)
+      stop_time = _wait(started, segment_nodes, grace, first)
     except KeyboardInterrupt:
       interrupted = True
       stop_time = time.time()
-      print('\ninterrupted; stopping every replica', file=sys.stderr)
+      print('\ninterrupted; stopping every replica (Ctrl-C again kills '
+            'them)', file=sys.stderr)
       cluster.request_stop(segment_nodes, 'launcher', 'interrupted')
-      for s in started:
-        if s.proc.poll() is None:
-          s.proc.send_signal(signal.SIGTERM)
-      _wait(started, segment_nodes, cfg.stop_grace_s, first)
+      try:
+        _wait(started, segment_nodes, grace, first, failures=False)
+      except KeyboardInterrupt:
+        print('\nkilling every replica', file=sys.stderr)
+        grace = 0.0
   finally:
     stop_watch.set()
-    _leave_nothing(started, rd.root, cfg.stop_grace_s)
+    _leave_nothing(started, rd.root, grace)
   return supervise.Outcome(interrupted=interrupted and not first,
                            failed=bool(first), stop_time=stop_time)
 

@@ -52,19 +52,29 @@ def run(run_dir: str, segment: int, resume: bool) -> int:
   program = programs.for_config(cfg)
   plan = request.plan_of(cfg)
   mine = spec.own_replica(plan)
+  segment_nodes = rd.segment_nodes(segment)
+  try:
+    _check_launch(rd, segment, mine)
+  except UsageError:
+    cluster.request_stop(segment_nodes, mine.name, 'refused to start')
+    raise
   # The replica process itself builds the program only: the learner's
   # accelerator is for the learner's process.
   import jax
   jax.config.update('jax_platforms', 'cpu')
-  segment_nodes = rd.segment_nodes(segment)
   # As lp.launch does first (Launchpad's worker manager reads its flags),
   # before set_up_launchpad sets one.
   from absl import flags
   if not flags.FLAGS.is_parsed():
     flags.FLAGS([sys.argv[0]], known_only=True)
   supervise.set_up_launchpad(rd, cfg, os.path.join(segment_nodes, mine.name))
-  built = program.build(cfg, run_dir, resume=resume, segment=segment)
-  manager = start_nodes(built, plan, mine, program.local_resources('local_mp'))
+  try:
+    built = program.build(cfg, run_dir, resume=resume, segment=segment)
+    manager = start_nodes(built, plan, mine,
+                          program.local_resources('local_mp'))
+  except BaseException:
+    cluster.request_stop(segment_nodes, mine.name, 'failed to start')
+    raise
   print(f'{mine.name}: started {", ".join(mine.nodes)}', flush=True)
   _tell_others_on_stop(manager, segment_nodes, mine)
   _stop_when_told(segment_nodes, mine)
@@ -85,6 +95,32 @@ def run(run_dir: str, segment: int, resume: bool) -> int:
     return EXIT_FAILED
   print(f'{mine.name}: stopped', flush=True)
   return EXIT_OK
+
+
+def _check_launch(rd: RunDir, segment: int,
+                  mine: placement.Replica) -> None:
+  """A UsageError unless this replica belongs to the run's latest launch
+  and starts for the first time in it: a job left from an earlier launch
+  (still queued, or sent twice) would otherwise train with the later
+  launch's config.json, and a replica restarted in the middle of a job
+  would start its nodes from scratch (a fresh counter, an untrained
+  learner) beside the others. Either way, resume the run instead."""
+  from tandem.launch.cloud import vertex
+  latest = vertex.next_segment(rd) - 1
+  if segment != latest:
+    raise UsageError(
+        f'--segment {segment}: the run in {rd.root} was last launched as '
+        f'segment {latest}; this replica belongs to another launch of it')
+  marker = os.path.join(rd.segment_nodes(segment), 'replicas',
+                        f'{mine.name}.started')
+  os.makedirs(os.path.dirname(marker), exist_ok=True)
+  try:
+    os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+  except FileExistsError:
+    raise UsageError(
+        f'{mine.name} already started in segment {segment} of {rd.root}: a '
+        'replica restarted within a job would start its nodes from scratch; '
+        'resume the run instead (tandem train --resume ...)') from None
 
 
 def start_nodes(built, plan: placement.Plan, mine: placement.Replica,

@@ -24,6 +24,7 @@ Stdout, on success: one JSON line,
      "console_url": "https://console.cloud.google.com/vertex-ai/locations/R/training/ID?project=P"}
 
 Exit codes: 0 created; 1 Vertex AI refused the job or could not be reached;
+3 sent, but no answer came in time (the job may exist);
 2 bad input (stdin that is not such an object, a CustomJob field the API does
 not know, an http:// endpoint off loopback) or no credentials. Every failure
 is one line on stderr, never a traceback.
@@ -74,6 +75,8 @@ else:
   _MISSING = None
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+# The request was sent but no answer came: the job may or may not exist.
+EXIT_UNKNOWN = 3
 
 # How long one create call may take before it counts as unreachable: the
 # client's own default is to wait forever.
@@ -254,6 +257,11 @@ def main() -> int:
   except auth_exceptions.RefreshError as e:
     return fail(f'submit: the Google Cloud credentials were refused ({_one_line(e)}); '
                 'run `gcloud auth application-default login`', EXIT_BAD_INPUT)
+  except requests.exceptions.ReadTimeout as e:
+    # The request went out; Vertex AI may have created the job.
+    return fail(f'submit: vertex ai did not answer ({_one_line(e)}): the job may '
+                'have been created; look with `gcloud ai custom-jobs list` before '
+                'sending it again', EXIT_UNKNOWN)
   except (requests.exceptions.RequestException, auth_exceptions.TransportError) as e:
     return fail(f'submit: could not reach vertex ai: {_one_line(e)}', EXIT_REFUSED)
   except Exception as e:  # noqa: BLE001  (the caller reads one line, never a traceback)

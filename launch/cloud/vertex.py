@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import shutil
 import subprocess
 import sys
 
@@ -31,6 +32,8 @@ from tandem.launch.errors import EXIT_FAILED, EXIT_OK, UsageError
 # install outside a checkout).
 ENV_PYTHON = 'TANDEM_CLOUD_PYTHON'
 SUBMIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'submit.py')
+# submit.py's exit code for a request sent without an answer.
+SUBMIT_UNKNOWN = 3
 
 
 def cloud_python() -> str:
@@ -75,8 +78,19 @@ def submit(program: programs.Program, cfg, run_dir: str, resume: bool, *,
   cloud_config.require_for_vertex_ai(cfg)
   remote = cloud_run_dir(cfg)
   local = run_dir if resume else cfg.cloud.local_view(remote)
+  if resume and posixpath.normpath(run_dir) != posixpath.normpath(
+      cfg.cloud.local_view(remote)):
+    # The job trains in runs_root/name; a copy elsewhere would be prepared
+    # here and trained there.
+    raise UsageError(
+        f'--resume {run_dir}: the run\'s config.json places it at {remote} '
+        f'(runs_root/name), which this machine sees at '
+        f'{cfg.cloud.local_view(remote)}; resume it there (or name where the '
+        'bucket is mounted with --cloud.local_mount)')
   rd = RunDir(local)
   if cfg.cloud.dry_run:
+    if os.path.isdir(local):
+      prepare.refuse_to_overwrite(rd, cfg, resume)
     job = request.custom_job(cfg, program.command, remote,
                              segment=next_segment(rd), resume=resume)
     print(json.dumps({'parent': request.parent(cfg), 'customJob': job}))
@@ -97,6 +111,10 @@ def submit(program: programs.Program, cfg, run_dir: str, resume: bool, *,
                                                else None)
                   if program.check_demonstrations else None)
   prepare.refuse_to_overwrite(rd, cfg, resume)
+  # What the directory held before this launch: a fresh run's job that was
+  # surely not created leaves it as it was.
+  existed = os.path.isdir(local)
+  before = None if resume else (set(os.listdir(local)) if existed else set())
   with prepare.locked(rd, resume):
     latest = prepare.check_launchable(rd, cfg, program, resume=resume,
                                       drop_replay=drop_replay)
@@ -104,11 +122,29 @@ def submit(program: programs.Program, cfg, run_dir: str, resume: bool, *,
                              drop_replay=drop_replay)
   job = request.custom_job(cfg, program.command, remote, segment=segment,
                            resume=resume)
-  return send(python, cfg, job, rd, segment)
+  return send(python, cfg, job, rd, segment, before=before,
+              created=not existed)
 
 
-def send(python: str, cfg, job: dict, rd: RunDir, segment: int) -> int:
-  """Hands the request to submit.py; reports the created job."""
+def _undo(rd: RunDir, before: set, created: bool) -> None:
+  """Removes what a fresh launch wrote in its run directory."""
+  if created:
+    shutil.rmtree(rd.root, ignore_errors=True)
+    return
+  for name in set(os.listdir(rd.root)) - before:
+    path = os.path.join(rd.root, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      os.unlink(path)
+
+
+def send(python: str, cfg, job: dict, rd: RunDir, segment: int, *,
+         before, created: bool) -> int:
+  """Hands the request to submit.py; reports the created job. A fresh
+  run's job that was surely not created takes back what its launch wrote
+  (`before`: the directory's entries before it; None on resume), so the
+  same command can be run again."""
   payload = {'api_endpoint': cfg.cloud.endpoint(),
              'parent': request.parent(cfg), 'custom_job': job}
   done = subprocess.run([python, SUBMIT], input=json.dumps(payload),
@@ -116,19 +152,31 @@ def send(python: str, cfg, job: dict, rd: RunDir, segment: int) -> int:
   if done.returncode != 0:
     print(f'tandem: {done.stderr.strip() or "submit.py failed"}',
           file=sys.stderr)
-    print(f'the run directory {rd.root} is prepared (segment {segment}); '
-          'nothing runs. Resend with: tandem '
-          f'{programs.command_of(type(cfg))} --resume {rd.root} --launch '
-          'vertex_ai', file=sys.stderr)
+    command = programs.command_of(type(cfg))
+    if done.returncode == SUBMIT_UNKNOWN:
+      print(f'the run directory {rd.root} is kept as prepared (segment '
+            f'{segment}); if no job was created, ' + (
+                f'send it again with: tandem {command} --resume {rd.root} '
+                '--launch vertex_ai' if before is None else
+                'remove what this launch wrote there and run the same '
+                'command again'), file=sys.stderr)
+    elif before is not None:
+      _undo(rd, before, created)
+      print(f'nothing was sent; what this launch wrote in {rd.root} is '
+            'removed: run the same command again', file=sys.stderr)
+    else:
+      print(f'nothing was sent; the run (segment {segment} prepared) resumes '
+            f'with: tandem {command} --resume {rd.root} --launch vertex_ai',
+            file=sys.stderr)
     return EXIT_FAILED
-  created = json.loads(done.stdout.strip().splitlines()[-1])
+  answer = json.loads(done.stdout.strip().splitlines()[-1])
   record = os.path.join(rd.segment_nodes(segment), 'vertex_job.json')
   os.makedirs(os.path.dirname(record), exist_ok=True)
   from tandem.agents.core import files
-  files.write_json_atomic(record, {'job': created, 'request': payload})
-  name = created['name']
-  print(f"sent: {name} ({created.get('state')})\n"
-        f"console: {created.get('console_url')}\n"
+  files.write_json_atomic(record, {'job': answer, 'request': payload})
+  name = answer['name']
+  print(f"sent: {name} ({answer.get('state')})\n"
+        f"console: {answer.get('console_url')}\n"
         f'logs: gcloud ai custom-jobs stream-logs {name}\n'
         f'live: tensorboard --logdir {gs_uri(cfg, cloud_run_dir(cfg))}/logs/tb\n'
         f'stop: gcloud ai custom-jobs cancel {name} (nodes checkpoint on the '

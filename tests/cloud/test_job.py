@@ -3,6 +3,7 @@ node groups on worker pools, the CustomJob request, CLUSTER_SPEC, and the
 bad input `tandem train --launch vertex_ai` refuses before sending."""
 
 import json
+import os
 
 import pytest
 
@@ -228,3 +229,58 @@ def test_request_names_each_launch(capsys):
   assert job['labels']['tandem-segment'] == '3'
   assert job['jobSpec']['workerPoolSpecs'][0]['containerSpec']['args'][-3:] \
       == ['--segment', '3', '--resume']
+
+
+def test_dry_run_with_another_launch_is_refused(capsys):
+  rc, _, err = _main(capsys, 'train', '--config', 'configs/mpo.py:tiny',
+                     '--launch', 'vertex_local', '--cloud.dry_run=true')
+  assert rc == 2 and 'cloud.dry_run:' in err, err
+
+
+def _run_dir_of_launch(tmp_path, segment):
+  """A run directory whose latest launch is `segment`, as set_up leaves it."""
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text(json.dumps(config_lib.to_dict(
+      named.tiny())))
+  (run_dir / 'config_history.jsonl').write_text(
+      ''.join(json.dumps({'segment': k}) + '\n' for k in range(1, segment + 1)))
+  return run_dir
+
+
+def _as_replica(monkeypatch, pool, index):
+  pools = (('127.0.0.1:9',), ('127.0.0.1:9',), ('127.0.0.1:9',))
+  monkeypatch.setenv(cluster.ENV,
+                     cluster.ClusterSpec(pools, pool, index).to_json())
+
+
+def test_a_replica_of_another_launch_refuses_and_stops_its_job(
+    capsys, monkeypatch, tmp_path):
+  run_dir = _run_dir_of_launch(tmp_path, segment=2)
+  _as_replica(monkeypatch, 2, 0)
+  rc, _, err = _main(capsys, 'replica', '--run_dir', str(run_dir),
+                     '--segment', '1')
+  assert rc == 2 and 'last launched as segment 2' in err, err
+  stop = cluster.read_stop(str(run_dir / 'nodes' / 'segment-1'))
+  assert stop['by'] == 'workerpool2-0' and stop['reason'] == 'refused to start'
+
+
+def test_a_restarted_replica_refuses_to_start_from_scratch(
+    capsys, monkeypatch, tmp_path):
+  run_dir = _run_dir_of_launch(tmp_path, segment=1)
+  _as_replica(monkeypatch, 1, 0)
+  started = run_dir / 'nodes' / 'segment-1' / 'replicas'
+  started.mkdir(parents=True)
+  (started / 'workerpool1-0.started').write_text('')
+  rc, _, err = _main(capsys, 'replica', '--run_dir', str(run_dir),
+                     '--segment', '1')
+  assert rc == 2 and 'workerpool1-0 already started' in err, err
+  assert cluster.read_stop(str(run_dir / 'nodes' / 'segment-1'))['by'] == \
+      'workerpool1-0'
+
+
+def test_the_first_stop_request_keeps_its_reason(tmp_path):
+  cluster.request_stop(str(tmp_path), 'workerpool0-0', 'a node failed')
+  cluster.request_stop(str(tmp_path), 'workerpool2-1', 'stopping')
+  assert cluster.read_stop(str(tmp_path))['reason'] == 'a node failed'
+  assert os.listdir(tmp_path / 'replicas') == ['stop']

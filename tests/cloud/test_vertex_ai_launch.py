@@ -61,16 +61,24 @@ def test_the_job_is_prepared_in_the_bucket_and_sent(capsys, mount,
   assert record['job']['name'] in out
 
 
-def test_a_refused_job_leaves_the_prepared_run_to_resend(capsys, mount,
-                                                        cloud_python):  # noqa: F811
+def test_a_refused_fresh_job_takes_back_what_it_wrote(capsys, mount,
+                                                     cloud_python):  # noqa: F811
   del cloud_python
+  (mount / 'runs' / 'tiny').mkdir()
+  (mount / 'runs' / 'tiny' / 'notes.txt').write_text('mine')
   with fake_vertex.serve(fail_with=(403, 'PERMISSION_DENIED',
                                     'no aiplatform.customJobs.create')) as v:
     rc, out, err = _launch(capsys, v.endpoint, mount)
   assert rc == 1, out + err
   assert 'PERMISSION_DENIED' in err and 'Traceback' not in err
-  assert '--resume' in err and os.path.isfile(
-      mount / 'runs' / 'tiny' / 'config.json')
+  assert 'run the same command again' in err
+  # What the folder held before stays; what the launch wrote is gone ...
+  assert os.listdir(mount / 'runs' / 'tiny') == ['notes.txt']
+  # ... so the same command goes through once the project allows it.
+  with fake_vertex.serve() as v:
+    rc, out, err = _launch(capsys, v.endpoint, mount)
+  assert rc == 0, out + err
+  assert len(v.requests) == 1
 
 
 def test_an_unmounted_runs_root_is_refused_before_sending(capsys, tmp_path,
@@ -80,3 +88,17 @@ def test_an_unmounted_runs_root_is_refused_before_sending(capsys, tmp_path,
     rc, _, err = _launch(capsys, vertex.endpoint, tmp_path / 'not-mounted')
   assert rc == 2 and 'runs_root:' in err and '--cloud.local_mount' in err, err
   assert vertex.requests == []
+
+
+def test_a_resume_elsewhere_than_runs_root_is_refused(capsys, mount, tmp_path,
+                                                      cloud_python):  # noqa: F811
+  del cloud_python
+  import shutil
+  with fake_vertex.serve() as vertex:
+    assert _launch(capsys, vertex.endpoint, mount)[0] == 0
+  copy = tmp_path / 'copy'
+  shutil.copytree(mount / 'runs' / 'tiny', copy)
+  rc = cli.main(['train', '--resume', str(copy), '--launch', 'vertex_ai',
+                 f'--cloud.local_mount={mount}'])
+  err = capsys.readouterr().err
+  assert rc == 2 and f'--resume {copy}' in err and 'runs_root/name' in err, err
