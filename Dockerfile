@@ -19,9 +19,9 @@ RUN apt-get update \
 WORKDIR /tandem
 COPY requirements.lock requirements-cuda12.lock ./
 RUN python -m pip install "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1" \
- && python -m pip install -r requirements.lock \
+ && python -m pip install --require-hashes -r requirements.lock \
  && if [ "$ACCELERATOR" = "cuda12" ]; then \
-      python -m pip install -r requirements-cuda12.lock -c requirements.lock; \
+      python -m pip install --require-hashes -r requirements-cuda12.lock -c requirements.lock; \
     elif [ "$ACCELERATOR" != "cpu" ]; then \
       echo "ACCELERATOR must be cpu or cuda12, got $ACCELERATOR" >&2; exit 1; \
     fi

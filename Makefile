@@ -30,7 +30,7 @@ $(STAMP): requirements.lock pyproject.toml
 	  $$py -m venv $(VENV) || { rm -rf $(VENV); echo "error: $$py -m venv $(VENV) failed;" \
 	    "on Debian/Ubuntu install python3.10-venv (apt install python3.10-venv)" >&2; exit 1; }; fi
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -45,7 +45,7 @@ $(CLOUD_STAMP): requirements-cloud.lock
 	$$py -m venv $(CLOUD_VENV) || { rm -rf $(CLOUD_VENV); echo "error: $$py -m venv $(CLOUD_VENV) failed;" \
 	  "on Debian/Ubuntu install python3.10-venv (apt install python3.10-venv)" >&2; exit 1; }
 	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
-	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check -r requirements-cloud.lock
+	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-cloud.lock
 	@touch $(CLOUD_STAMP)
 
 run: venv
@@ -64,7 +64,7 @@ test-tooling: venv
 # The lint tools join .venv (requirements-lint.lock adds packages, changes no
 # pin): the import contract needs the installed `tandem` to find its modules.
 $(LINT_STAMP): $(STAMP) requirements-lint.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-lint.lock
 	@touch $(LINT_STAMP)
 
 lint: $(LINT_STAMP)

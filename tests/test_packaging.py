@@ -1,5 +1,5 @@
-"""The Dockerfile cannot be built on these machines (no Docker daemon), so
-these checks hold it to the files a local install uses: the same Python
+"""CI does not build the image (`make image` does, in minutes, as root), so
+these checks hold the Dockerfile to the files a local install uses: the same Python
 minor version, lock file, installer pins and packages, and a CUDA JAX of the
 locked version."""
 
@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,7 +37,7 @@ def test_base_image_is_the_python_the_project_runs_on():
 def test_image_installs_the_lock_with_the_makefile_pins():
   docker, make = _read('Dockerfile'), _read('Makefile')
   assert 'COPY requirements.lock' in docker
-  assert 'pip install -r requirements.lock' in docker
+  assert 'pip install --require-hashes -r requirements.lock' in docker
   # (The Makefile pins them for .venv and for .venv-cloud alike.)
   pins = lambda text: sorted(set(re.findall(
       r'"((?:pip|setuptools|wheel)==[^"]+)"', text)))
@@ -81,11 +83,38 @@ def test_image_copies_every_installed_package():
   assert '.venv' in ignored and 'runs' in ignored
 
 
+def _pins_and_hashes(name: str) -> dict:
+  """{pin line: [sha256, ...]} of a hashed lock."""
+  pins: dict = {}
+  current = None
+  for line in _read(name).splitlines():
+    if re.match(r'^[A-Za-z0-9]', line):
+      current = line.rstrip(' \\')
+      pins[current] = []
+    elif line.strip().startswith('--hash=sha256:') and current:
+      pins[current].append(line.strip().split(':', 1)[1].rstrip(' \\'))
+  return pins
+
+
+@pytest.mark.parametrize('lock', ['requirements.lock', 'requirements-lint.lock',
+                                  'requirements-cloud.lock',
+                                  'requirements-cuda12.lock'])
+def test_every_lock_pins_exact_versions_with_hashes_and_is_installed_so(lock):
+  pins = _pins_and_hashes(lock)
+  assert pins and all('==' in pin for pin in pins), pins
+  assert all(hashes and all(re.fullmatch(r'[0-9a-f]{64}', h) for h in hashes)
+             for hashes in pins.values()), lock
+  installs = _read('Makefile') + _read('Dockerfile')
+  assert f'--require-hashes -r {lock}' in installs
+
+
 def test_cuda_build_installs_the_locked_jax_and_pinned_cuda_wheels():
   docker = _read('Dockerfile')
-  assert 'pip install -r requirements-cuda12.lock -c requirements.lock' in docker
-  lines = [line for line in _read('requirements-cuda12.lock').splitlines()
-           if line and not line.startswith('#')]
+  assert ('pip install --require-hashes -r requirements-cuda12.lock -c '
+          'requirements.lock') in docker
+  lines = [line.rstrip(' \\') for line in
+           _read('requirements-cuda12.lock').splitlines()
+           if line and not line.startswith(('#', ' '))]
   cuda = re.fullmatch(r'jax\[cuda12\]==([\d.]+)', lines[0])
   assert cuda and cuda.group(1) == _lock()['jax'] == _lock()['jaxlib']
   # Every CUDA wheel pinned, none of them a second pin of the main lock's.
