@@ -17,6 +17,7 @@
   tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
   tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
                 [--steps N] [--every K] [--out FILE.gif|FILE.png]
+                [--beside_expert [--demos FILE] [--expert_episode E]]
 
 Everything that can be checked is checked before any process starts: the
 config (every field), the environment name, the run directory (not in use,
@@ -135,6 +136,14 @@ def make_parser() -> argparse.ArgumentParser:
   r.add_argument('--seed', type=int, default=0)
   r.add_argument('--out', help='.gif (animated) or .png (the frames in a '
                  'row) path (default: RUN_DIR/render-<checkpoint>.gif)')
+  r.add_argument('--beside_expert', action='store_true',
+                 help="each episode from a demonstration episode's start, "
+                 'with the expert\'s actions replayed beside the agent')
+  r.add_argument('--demos', help='with --beside_expert: the demonstrations '
+                 "(default: the run's own)")
+  r.add_argument('--expert_episode', type=int, default=0,
+                 help='with --beside_expert: the first demonstration episode '
+                 '(0-based, in file order)')
   v = sub.add_parser('replica', help="run this replica's nodes of a Vertex "
                      'AI job (the image\'s entrypoint in every replica; '
                      'CLUSTER_SPEC says which)')

@@ -5,6 +5,11 @@ checkpoints, in the run's own environment, rendered off-screen; each frame
 carries the episode, its env step and the return so far. A .gif output
 animates every frame taken; a .png output lays them side by side in one row
 (a strip for a page: choose --steps and --every for a few frames).
+
+With --beside_expert (adversarial runs), each episode starts where one of
+the expert's demonstration episodes started, and that episode's actions are
+replayed beside the agent (expert_replay.py): left and right in a .gif, the
+expert's row under the agent's in a .png.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def pick_checkpoint(rd, which: str) -> str:
 
 def _check_args(args) -> str:
   """The output path, after every argument is checked (before any work)."""
+  if (args.demos or args.expert_episode) and not args.beside_expert:
+    raise UsageError('--demos and --expert_episode go with --beside_expert')
   for name in ('episodes', 'every'):
     if getattr(args, name) < 1:
       raise UsageError(f'--{name}: expected an integer >= 1, got '
@@ -84,19 +91,23 @@ def captioned(image: np.ndarray, text: str) -> np.ndarray:
   return np.asarray(canvas)
 
 
-def episodes_frames(env, actor, *, episodes: int, every: int, steps):
+def episodes_frames(env, actor, *, episodes: int, every: int, steps,
+                    label: str = 'episode 1'):
   """Captioned frames of `episodes` episodes (every `every`-th step, and
-  each episode's last), and each episode's return."""
+  each episode's last), and each episode's return. `label` names the first
+  episode in the captions (its number counts up)."""
   from tandem.agents.envs import rendering
   frames, returns = [], []
+  head, _, number = label.rpartition(' ')
   for episode in range(episodes):
     timestep, total, step = env.reset(), 0.0, 0
+    name = f'{head} {int(number) + episode}'.strip()
     while True:
       last = timestep.last() or (steps is not None and step >= steps)
       if step % every == 0 or last:
         frames.append(captioned(
             rendering.frame(env, HEIGHT, WIDTH),
-            f'episode {episode + 1}  step {step}  return {total:.1f}'))
+            f'{name}  step {step}  return {total:.1f}'))
       if last:
         break
       timestep = env.step(np.asarray(
@@ -118,11 +129,13 @@ def write_gif(path: str, frames: list, frame_ms: int) -> None:
       duration=frame_ms, loop=0))
 
 
-def write_strip(path: str, frames: list) -> None:
-  """The frames side by side in one PNG, written whole or not at all."""
+def write_strip(path: str, frames: list, *more_rows: list) -> None:
+  """The frames side by side in one PNG (each further list of frames a row
+  below), written whole or not at all."""
   from PIL import Image
   from tandem.agents.core import files
-  strip = Image.fromarray(np.concatenate(frames, axis=1))
+  strip = Image.fromarray(np.concatenate(
+      [np.concatenate(row, axis=1) for row in (frames, *more_rows)], axis=0))
   files.write_atomic(path, lambda f: strip.save(f, format='PNG',
                                                 optimize=True))
 
@@ -148,18 +161,17 @@ def render_run(args) -> int:
                                        program.learner_template(cfg))
   except checkpointing.CheckpointError as e:
     raise UsageError(f'{args.run_dir}: {e}') from e
-  from tandem.agents.envs import environments
   from tandem.agents.mpo import actor as actor_lib
   actor = actor_lib.Actor(cfg.mpo, program.policy_of(cfg, state),
                           seed=args.seed, deterministic=True)
-  env = environments.make_environment(cfg.env, seed=args.seed, render=True)
   try:
-    frames, returns = episodes_frames(env, actor, episodes=args.episodes,
-                                      every=args.every, steps=args.steps)
+    if args.beside_expert:
+      return _render_beside_expert(args, cfg, actor, out, checkpoint,
+                                   backend)
+    frames, returns = _agent_frames(args, cfg, actor, args.seed,
+                                    episodes=args.episodes)
   except rendering.RenderingUnavailable as e:
     raise UsageError(f'tandem render: {cfg.env}: {e}') from e
-  finally:
-    env.close()
   if out.endswith('.png'):
     write_strip(out, frames)
   else:
@@ -167,4 +179,74 @@ def render_run(args) -> int:
   print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
         f'{cfg.env} from {checkpoint} (MUJOCO_GL={backend}); returns '
         + ', '.join(f'{r:.1f}' for r in returns))
+  return EXIT_OK
+
+
+def _agent_frames(args, cfg, actor, seed: int, *, episodes: int,
+                  label: str = 'episode 1'):
+  from tandem.agents.envs import environments
+  env = environments.make_environment(cfg.env, seed=seed, render=True)
+  try:
+    return episodes_frames(env, actor, episodes=episodes, every=args.every,
+                           steps=args.steps, label=label)
+  finally:
+    env.close()
+
+
+def _expert_demos(args, cfg):
+  """The demonstrations to replay: --demos, else the run's own file."""
+  from tandem.agents.ail import demonstrations
+  from tandem.agents.ail.demo_format import DemoError
+  path = args.demos or getattr(cfg, 'demos', '')
+  if not path:
+    raise UsageError(f'--beside_expert: {args.run_dir} learned from no '
+                     'demonstrations (an MPO run); name a file with --demos')
+  try:
+    return path, demonstrations.load_for_environment(path, cfg.env)
+  except (OSError, DemoError, ValueError) as e:
+    raise UsageError(f'--beside_expert: {path}: {e}') from e
+
+
+def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
+                          backend: str) -> int:
+  from tandem.agents.envs import environments
+  from tandem.agents.envs import rendering
+  from tandem.launch import expert_replay
+  path, demos = _expert_demos(args, cfg)
+  episodes = expert_replay.episodes_of(demos, args.expert_episode,
+                                       args.episodes)
+  make = lambda seed, **kw: environments.make_environment(cfg.env, seed=seed,
+                                                          **kw)
+  agent_row, expert_row, gif, notes = [], [], [], []
+  for k, episode in enumerate(episodes):
+    seed = expert_replay.start_seed(make, episode)
+    agent, returns = _agent_frames(args, cfg, actor, seed, episodes=1,
+                                   label=f'agent, episode {k + 1}')
+    env = make(seed, render=True)
+    caption = f'expert (demonstration episode {episode.index})'
+    try:
+      replayed = expert_replay.replay(
+          env, episode, lambda e, step, total, caption=caption: captioned(
+              rendering.frame(e, HEIGHT, WIDTH),
+              f'{caption}  step {step}  return {total:.1f}'),
+          every=args.every, steps=args.steps)
+    finally:
+      env.close()
+    paired = expert_replay.pair(agent, replayed.frames)
+    gif.extend(paired)
+    n = len(paired)
+    agent_row.extend(agent + [agent[-1]] * (n - len(agent)))
+    expert_row.extend(replayed.frames +
+                      [replayed.frames[-1]] * (n - len(replayed.frames)))
+    notes.append(f'episode {k + 1} (seed {seed}): agent {returns[0]:.1f}, '
+                 f'expert replay {replayed.replay_return:.1f} (file: '
+                 f'{episode.file_return:.1f}; largest observation drift '
+                 f'{replayed.drift:.2g})')
+  if out.endswith('.png'):
+    write_strip(out, agent_row, expert_row)
+  else:
+    write_gif(out, gif, frame_ms=40)
+  print(f'{out}: {len(gif)} frames of {len(episodes)} episode(s) of '
+        f'{cfg.env} from {checkpoint}, beside {path} (MUJOCO_GL={backend})\n'
+        + '\n'.join(notes))
   return EXIT_OK

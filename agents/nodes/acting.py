@@ -172,7 +172,7 @@ class ActorNode:
         seed=seed_for(*self._root, ACTOR_POLICY, self._id),
         variable_source=get_variables, update_period=tc.actor_update_period)
     logger = logs.Logger(self._run_dir.logs, f'actor_{self._id}',
-                         tensorboard=False)
+                         tensorboard=tc.tensorboard)
     try:
       self._act(EnvGroup(envs, actor, writers), logger)
     finally:

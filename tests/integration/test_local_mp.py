@@ -19,8 +19,21 @@ from tests.integration.conftest import (interrupt_after_learner_steps,
 TINY = ['train', '--config', 'configs/mpo.py:tiny', '--launch', 'local_mp']
 
 
+def _tensorboard_tags(run_dir, label):
+  """The scalar tags in a node's TensorBoard events."""
+  import glob
+  import tensorflow as tf
+  tags = set()
+  for path in glob.glob(os.path.join(run_dir, 'logs', 'tb', label,
+                                     'events.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(v.tag for v in event.summary.value)
+  return tags
+
+
 def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
-  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'smoke'])
+  r = run_tandem(TINY + ['--runs_root', runs_root, '--name', 'smoke',
+                         '--tensorboard=true'])
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   run_dir = os.path.join(runs_root, 'smoke')
   assert 'final evaluation return' in r.stdout
@@ -39,6 +52,12 @@ def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
     rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{name}.csv'))
     assert rows and all('env_steps' in r and 'learner_steps' in r
                         for r in rows)
+  # TensorBoard holds each node's CSV columns under the same names.
+  for name in ('actor_0', 'evaluator'):
+    columns = set(logs.read_csv(os.path.join(run_dir, 'logs',
+                                             f'{name}.csv'))[0])
+    assert _tensorboard_tags(run_dir, name) == {
+        f'{name}/{c}' for c in columns - {'env_steps', 'wall_time'}}, name
   # Each node's output is kept in the run directory, per launch.
   node_logs = os.listdir(os.path.join(run_dir, 'nodes', 'segment-1'))
   assert any(n.startswith('learner') for n in node_logs), node_logs

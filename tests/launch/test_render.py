@@ -135,3 +135,88 @@ def test_a_png_out_is_a_strip_of_the_frames_in_a_row(run, backend, tmp_path):
   r = _tandem('render', run.root, '--steps', '1000', '--every', '10',
               '--out', str(tmp_path / 'long.png'))
   assert r.returncode == 2 and 'at most 12' in r.stderr, r.stderr[-2000:]
+
+
+@pytest.fixture(scope='module')
+def ail_run(tmp_path_factory):
+  """An adversarial run of the tiny config with one checkpoint, learning
+  from two demonstration episodes collected from env seed 0 (the first
+  starts at a fresh seed-0 reset, the second at that env's second reset)."""
+  from tandem.configs import ail as named_ail
+  from tandem.launch import programs
+  from tests.integration.demo_data import write_cartpole_demos
+  root = tmp_path_factory.mktemp('ail_runs')
+  demos = write_cartpole_demos(str(root / 'demos.npz'), episodes=2)
+  cfg = config_lib.apply_overrides(named_ail.tiny(), {
+      'runs_root': str(root), 'demos': demos})
+  rd = RunDir(str(root / 'ail')).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10,
+      programs.for_config(cfg).learner_template(cfg),
+      metadata={'counts': {'env_steps': 10}})
+  return rd, demos
+
+
+def test_beside_expert_replays_the_demonstration_from_its_start(
+    ail_run, backend, tmp_path):
+  from PIL import Image
+  from tandem.agents.ail import demonstrations
+  rd, demos = ail_run
+  out = tmp_path / 'pair.gif'
+  r = _tandem('render', rd.root, '--beside_expert', '--every', '100',
+              '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  # The whole episode replayed from the seed it started at, to the file's
+  # return, along the file's observations.
+  import re
+  note = re.search(r'episode 1 \(seed (\d+)\): agent (\S+), expert replay '
+                   r'(\S+) \(file: (\S+); largest observation drift (\S+)\)',
+                   r.stdout)
+  assert note, r.stdout
+  file_return = demonstrations.load_for_environment(
+      demos, 'cartpole:swingup').episode_returns[0]
+  assert note.group(1) == '0'
+  assert float(note.group(3)) == pytest.approx(file_return, abs=0.1)
+  assert float(note.group(5)) < 1e-4
+  with Image.open(out) as gif:
+    assert gif.n_frames == 1000 // 100 + 1
+    assert gif.size == (2 * 320, 240 + 18)  # the agent left, the expert right
+    gif.seek(5)
+    frame = np.asarray(gif.convert('RGB'))[18:]
+  left, right = frame[:, :320], frame[:, 320:]
+  # Two scenes, each rendered, not the same picture twice.
+  assert len(np.unique(right.reshape(-1, 3), axis=0)) > 20
+  assert not np.array_equal(left, right)
+
+
+def test_beside_expert_png_puts_the_expert_row_under_the_agents(
+    ail_run, backend, tmp_path):
+  from PIL import Image
+  rd, _ = ail_run
+  out = tmp_path / 'pair.png'
+  r = _tandem('render', rd.root, '--beside_expert', '--steps', '20',
+              '--every', '10', '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  with Image.open(out) as png:
+    assert png.size == (3 * 320, 2 * (240 + 18))
+
+
+@pytest.mark.parametrize('args, named', [
+    (['--expert_episode', '1'], 'no environment seed'),  # a second reset
+    (['--expert_episode', '2'], 'hold 2 episodes'),
+    (['--demos', '/nonexistent/demos.npz'], '/nonexistent/demos.npz'),
+])
+def test_beside_expert_refusals_are_named(ail_run, tmp_path, args, named):
+  rd, _ = ail_run
+  r = _tandem('render', rd.root, '--beside_expert', '--steps', '10',
+              '--out', str(tmp_path / 'x.gif'), *args)
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert named in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_beside_expert_needs_demonstrations(run, tmp_path):
+  r = _tandem('render', run.root, '--beside_expert', '--steps', '10',
+              '--out', str(tmp_path / 'x.gif'))
+  assert r.returncode == 2 and 'learned from no demonstrations' in r.stderr
