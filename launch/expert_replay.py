@@ -30,6 +30,7 @@ class Episode:
   index: int
   observations: np.ndarray   # [T, O]
   actions: np.ndarray        # [T, D]
+  rewards: np.ndarray        # [T]
   file_return: float
 
 
@@ -46,7 +47,7 @@ def episodes_of(demos, first: int, count: int) -> list[Episode]:
     rows = np.flatnonzero(demos.episode_index == order[k])
     rows = rows[np.argsort(demos.step_index[rows], kind='stable')]
     out.append(Episode(order[k], demos.observation[rows], demos.action[rows],
-                       float(demos.episode_returns[k])))
+                       demos.reward[rows], float(demos.episode_returns[k])))
   return out
 
 
@@ -73,7 +74,12 @@ def start_seed(make_env, episode: Episode) -> int:
 class Replay:
   frames: list
   replay_return: float
+  steps: int     # actions replayed (the episode's, or --steps of them)
   drift: float   # largest |observation - the file's| along the replay
+
+  def file_return(self, episode: Episode) -> float:
+    """The file's return over the steps replayed."""
+    return float(np.sum(episode.rewards[:self.steps], dtype=np.float64))
 
 
 def replay(env, episode: Episode, frame_of, *, every: int, steps) -> Replay:
@@ -96,7 +102,7 @@ def replay(env, episode: Episode, frame_of, *, every: int, steps) -> Replay:
       break
     timestep = env.step(episode.actions[step])
     total += float(timestep.reward or 0.0)
-  return Replay(frames, total, drift)
+  return Replay(frames, total, step, drift)
 
 
 def pair(agent: list, expert: list) -> list:

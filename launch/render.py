@@ -239,9 +239,11 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
     expert_row.extend(replayed.frames +
                       [replayed.frames[-1]] * (n - len(replayed.frames)))
     notes.append(f'episode {k + 1} (seed {seed}): agent {returns[0]:.1f}, '
-                 f'expert replay {replayed.replay_return:.1f} (file: '
-                 f'{episode.file_return:.1f}; largest observation drift '
-                 f'{replayed.drift:.2g})')
+                 f'expert replay {replayed.replay_return:.1f} over '
+                 f'{replayed.steps} steps (the file: '
+                 f'{replayed.file_return(episode):.1f} over those steps, '
+                 f'{episode.file_return:.1f} over its episode; largest '
+                 f'observation drift {replayed.drift:.2g})')
   if out.endswith('.png'):
     write_strip(out, agent_row, expert_row)
   else:

@@ -172,14 +172,17 @@ def test_beside_expert_replays_the_demonstration_from_its_start(
   # return, along the file's observations.
   import re
   note = re.search(r'episode 1 \(seed (\d+)\): agent (\S+), expert replay '
-                   r'(\S+) \(file: (\S+); largest observation drift (\S+)\)',
-                   r.stdout)
+                   r'(\S+) over 1000 steps \(the file: (\S+) over those '
+                   r'steps, (\S+) over its episode; largest observation '
+                   r'drift (\S+)\)', r.stdout)
   assert note, r.stdout
   file_return = demonstrations.load_for_environment(
       demos, 'cartpole:swingup').episode_returns[0]
   assert note.group(1) == '0'
   assert float(note.group(3)) == pytest.approx(file_return, abs=0.1)
-  assert float(note.group(5)) < 1e-4
+  assert float(note.group(4)) == float(note.group(5)) == pytest.approx(
+      file_return, abs=0.1)
+  assert float(note.group(6)) < 1e-4
   with Image.open(out) as gif:
     assert gif.n_frames == 1000 // 100 + 1
     assert gif.size == (2 * 320, 240 + 18)  # the agent left, the expert right
