@@ -149,12 +149,22 @@ def print_failure(errors: dict, nodes_dir: str) -> None:
   # of any node log that mentions an error.
   print('\na node exited with an error; node logs under '
         f'{nodes_dir}:', file=sys.stderr)
-  for name in sorted(os.listdir(nodes_dir)) if os.path.isdir(nodes_dir) \
-      else []:
+  for name in _node_logs(nodes_dir):
     p = os.path.join(nodes_dir, name)
-    if os.path.isdir(p):
-      continue
     text = open(p, errors='replace').read()
     if 'Traceback' in text or 'Error' in text:
       print(f'--- {name} (last lines)\n' + '\n'.join(text.splitlines()[-15:]),
             file=sys.stderr)
+
+
+def _node_logs(nodes_dir: str) -> list[str]:
+  """The node logs under nodes_dir, as paths relative to it: files there
+  (local_mp), or under each replica's folder (vertex_local:
+  <replica>/<group>/<index>); not the replicas' own logs, which the
+  launcher reports, nor the JSON records beside them."""
+  found = []
+  for root, dirs, names in os.walk(nodes_dir):
+    dirs[:] = sorted(d for d in dirs if d != 'replicas')
+    found.extend(os.path.relpath(os.path.join(root, n), nodes_dir)
+                 for n in sorted(names) if not n.endswith('.json'))
+  return found
