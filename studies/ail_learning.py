@@ -21,8 +21,10 @@ seconds the program had run (all launches) at which the evaluation return
 first reached 50% and 90% of the expert's mean return (from the
 demonstrations file's episode_returns, or 869.36 where the file is absent),
 the final and the best evaluation return; per kind, the medians. A median of
-steps (or seconds) to a threshold is taken over the seeds that reached it,
-and is None where fewer than half of the seeds did. Ends with one JSON line.
+steps (or seconds) to a threshold counts a seed that never reached it as
+never (the time by which half the seeds had reached it, as `tandem compare`
+computes it), and is None where half or more never did. Ends with one JSON
+line.
 """
 
 from __future__ import annotations
@@ -195,8 +197,9 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
 
 
 def kind_stats(runs: list) -> dict:
-  """Per kind: the medians over its seeds, those to a threshold over the
-  seeds that reached it (None where fewer than half did)."""
+  """Per kind: the medians over its seeds (those to a threshold as
+  harness.median_reached takes them: None where half or more never
+  reached it)."""
   n = len(runs)
   out = {'seeds': n}
   for fraction in FRACTIONS:
@@ -264,8 +267,8 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['max_return_median'], '{:.1f}'), '', '', '']))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; finished: {st['finished']} "
-          '(medians to a threshold are over the seeds that reached it, – '
-          'where fewer than half did)')
+          '(medians to a threshold count a seed that never reached it as '
+          'never; – where half or more never did)')
 
 
 def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:

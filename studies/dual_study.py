@@ -257,7 +257,7 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 RECORD_FORMAT = 'tandem.dual_study.cell/1'
 TRAJECTORY_POINTS = 400  # temperature samples kept per cell, for the plot
 # The figures whose spread (median, min, max) each strategy reports, and its
-# env steps to each threshold (median over the seeds that reached it).
+# env steps to each threshold (harness.median_reached).
 STAT_KEYS = ('final_return', 'auc', 'mean_abs_temperature_dual_residual',
              'mean_kl_q_rel', 'final_temperature')
 THRESHOLD_KEYS = tuple(f'env_steps_to_{harness.pct(f)}' for f in FRACTIONS)
@@ -512,9 +512,11 @@ CELL_COLUMNS = [
 def reading_note(reference: str = REFERENCE) -> str:
   return (
       'AUC: area under the evaluation return over env steps, divided by the '
-      'budget (the run\'s average return). Env steps to a threshold: median '
-      'over the seeds that reached it; – where fewer than half of the '
-      'strategy\'s counted seeds reached it. Paired Δ: per seed, strategy '
+      'budget (the run\'s average return). Env steps to a threshold: the '
+      'median over the strategy\'s counted seeds, a seed that never reached '
+      'it counting as never (the env steps by which half had reached it, as '
+      '`tandem compare` computes it); – where half or more never did. '
+      'Paired Δ: per seed, strategy '
       f'minus {reference}, over the seeds both counted; "better" counts '
       'seeds where the strategy is higher. Only finished cells whose '
       'config.json is the strategy\'s and the seed\'s are counted.')

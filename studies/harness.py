@@ -42,6 +42,7 @@ import time
 from typing import Callable, NamedTuple
 
 from tandem.agents.core.fields import ConfigError
+from tandem.launch import compare
 from tandem.launch import config as config_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -605,13 +606,11 @@ def median(values):
 
 
 def median_reached(values: list):
-  """Median over the seeds that reached a threshold (None: did not);
-  None where fewer than half of the seeds did (a median of the few that got
-  there would flatter a variant that mostly fails)."""
-  reached = [v for v in values if v is not None]
-  if not reached or 2 * len(reached) < len(values):
-    return None
-  return median(reached)
+  """The median over seeds of a time to a threshold (None: not reached),
+  a seed that never reached it counting as infinitely late: the time by
+  which half the seeds had reached it; None where half or more never did.
+  `tandem compare` computes it (the one definition of the project)."""
+  return compare.median_reached(values)
 
 
 def spread(values: list) -> dict:

@@ -483,12 +483,13 @@ def test_summary_strategy_stats_and_none_rule(study):
                                 'n': 3}
   assert a1['auc']['median'] == pytest.approx(175.0)
   # adam1 to 50%: 1000, 500, 500 -> 500; to 90%: None, 1000, 500 -> 2 of 3
-  # reached -> median 750.
+  # reached, the third counting as never -> median 1000.
   assert a1['env_steps_to_50pct'] == {'median': 500, 'reached': 3, 'n': 3}
-  assert a1['env_steps_to_90pct'] == {'median': 750, 'reached': 2, 'n': 3}
+  assert a1['env_steps_to_90pct'] == {'median': 1000, 'reached': 2, 'n': 3}
   # adam10 to 90%: only seed 1 of 3 reached it: fewer than half -> None.
   assert a10['env_steps_to_90pct'] == {'median': None, 'reached': 1, 'n': 3}
-  assert a10['env_steps_to_50pct'] == {'median': 750, 'reached': 2, 'n': 3}
+  # adam10 to 50%: 500, 1000 and never -> 1000 (750 over the two alone).
+  assert a10['env_steps_to_50pct'] == {'median': 1000, 'reached': 2, 'n': 3}
   # Paired with adam1, seed by seed: 250-200, 350-300, 100-400.
   p = a10['paired_final_return']
   assert p['seeds'] == [0, 1, 2]
@@ -528,14 +529,14 @@ def test_summary_files_and_json_line(study, capsys):
   assert line == {
       'dual_study': {
           'adam1': {'final_return_median': 300.0,
-                    'env_steps_to_90pct_median': 750},
+                    'env_steps_to_90pct_median': 1000},
           'adam10': {'final_return_median': 250.0,
                      'env_steps_to_90pct_median': None}},
       'task': 'fake:task', 'seeds': [0, 1, 2]}
   md = (study / 'dual_study.md').read_text()
   assert '| adam10 | 3/4 | 250.0 (100.0–350.0) |' in md
   assert '– (1/3)' in md  # adam10's None median to 90%
-  assert 'fewer than half' in md
+  assert 'half or more never did' in md
   assert '+50.0 (2 better, 1 worse)' in md
   assert 'adam10_s3:' in md  # the mismatch, with its reason
   with open(study / 'dual_study.csv', newline='') as f:

@@ -499,9 +499,14 @@ def test_a_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
 # ---------------------------------------------------------------- statistics
 
 
-def test_median_reached_counts_half_as_enough():
-  assert hs.median_reached([100, None]) == 100
-  assert hs.median_reached([100, 300, None, None]) == 200
+def test_median_reached_counts_a_seed_that_never_reached_as_never():
+  # The env steps by which half the seeds had reached the threshold.
+  assert hs.median_reached([100, 300]) == 200
+  assert hs.median_reached([100, 300, None]) == 300
+  assert hs.median_reached([100, 200, 300, None]) == 250
+  # Half or more never reached it: no median.
+  assert hs.median_reached([100, None]) is None
+  assert hs.median_reached([100, 300, None, None]) is None
   assert hs.median_reached([100, None, None]) is None
   assert hs.median_reached([]) is None
 
@@ -574,7 +579,7 @@ def test_variant_stats_pair_every_variant_but_the_reference():
   assert st['steps'] == {'median': None, 'reached': 0, 'n': 2}
   assert st['paired_r']['differences'] == [2.0, -1.0]
   st = hs.variant_stats(ref, ref, ['r'], ['steps'], ['r'])
-  assert st['steps'] == {'median': 100, 'reached': 1, 'n': 2}
+  assert st['steps'] == {'median': None, 'reached': 1, 'n': 2}
   assert 'paired_r' not in st
 
 
