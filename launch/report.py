@@ -15,14 +15,16 @@ from tandem.launch.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 
 def conclude(outcome, rd, cfg, program: programs.Program,
-             segment: int) -> int:
+             segment: int, launch: str = 'local_mp') -> int:
   """Reports how the launch `outcome` (supervise.Outcome) ended and returns
   the exit code: 0 at the budget, 1 when a node failed, 130 when stopped
-  from outside before the budget."""
+  from outside before the budget. `launch`: the launch type, which every
+  resume hint repeats."""
   names = program.node_names(cfg.num_actors)
   if outcome.interrupted:
-    if not report_stops(rd, cfg, names, segment, outcome.stop_time):
-      print(f'continue with: {resume_command(cfg, rd.root)}', file=sys.stderr)
+    if not report_stops(rd, cfg, names, segment, outcome.stop_time, launch):
+      print(f'continue with: {resume_command(cfg, rd.root, launch)}',
+            file=sys.stderr)
     return EXIT_INTERRUPTED
   final = None
   if os.path.exists(rd.final):
@@ -31,7 +33,7 @@ def conclude(outcome, rd, cfg, program: programs.Program,
   stop_time = outcome.stop_time
   if stop_time is None and final is not None:
     stop_time = final.get('stop_time')
-  report_stops(rd, cfg, names, segment, stop_time)
+  report_stops(rd, cfg, names, segment, stop_time, launch)
   # Crash reports only: errors/ also holds survived environment faults and
   # the archived reports of earlier launches.
   from tandem.agents.runtime.rundir import read_errors
@@ -43,14 +45,14 @@ def conclude(outcome, rd, cfg, program: programs.Program,
     if latest:
       print(f'latest learner checkpoint: {latest}', file=sys.stderr)
     print(f'\nrun directory: {rd.root} (continue with: '
-          f'{failure_resume_command(errors, cfg, rd.root)})',
+          f'{failure_resume_command(errors, cfg, rd.root, launch)})',
           file=sys.stderr)
     return EXIT_FAILED
   if final is None:
     # No node failed, yet the budget was not reached: the program was
     # stopped from outside (Ctrl-C, SIGTERM); the nodes saved their state.
     print('\nprogram stopped before its budget; continue with: '
-          f'{resume_command(cfg, rd.root)}', file=sys.stderr)
+          f'{resume_command(cfg, rd.root, launch)}', file=sys.stderr)
     return EXIT_INTERRUPTED
   print(final_summary(final) + f'\nrun directory: {rd.root}')
   return EXIT_OK
@@ -72,17 +74,20 @@ def final_summary(final: dict) -> str:
           f"{at['learner_steps']})")
 
 
-def resume_command(cfg, run_dir: str) -> str:
-  """The command line every stop and failure hint names."""
-  return f'tandem {programs.command_of(type(cfg))} --resume {run_dir}'
+def resume_command(cfg, run_dir: str, launch: str = 'local_mp') -> str:
+  """The command line every stop and failure hint names (with the launch
+  type where it is not the default)."""
+  return (f'tandem {programs.command_of(type(cfg))} --resume {run_dir}' +
+          ('' if launch == 'local_mp' else f' --launch {launch}'))
 
 
-def failure_resume_command(errors: dict, cfg, run_dir: str) -> str:
+def failure_resume_command(errors: dict, cfg, run_dir: str,
+                           launch: str = 'local_mp') -> str:
   """The closing hint of a failed launch, given its crash reports `errors`
   (rundir.read_errors): a replay checkpoint that did not load fails every
   resume the same way, so that one names --drop_replay."""
   from tandem.agents.nodes.replay_node import ReplayCheckpointLoadError
-  command = resume_command(cfg, run_dir)
+  command = resume_command(cfg, run_dir, launch)
   if errors.get('replay', '').startswith(
       ReplayCheckpointLoadError.__name__ + ':'):
     return (f'{command} --drop_replay, which keeps the replay checkpoint '
@@ -106,7 +111,7 @@ def describe_failure(e: BaseException) -> str:
 
 
 def report_stops(rd, cfg, node_names: list, segment: int,
-                 stop_time) -> list[str]:
+                 stop_time, launch: str = 'local_mp') -> list[str]:
   """Writes nodes/segment-<k>/stop_times.json (seconds from the stop to
   each node's end) and reports nodes that neither finished nor crashed:
   those were killed, mostly by Launchpad's SIGKILL once stop_grace_s ran
@@ -136,7 +141,7 @@ def report_stops(rd, cfg, node_names: list, segment: int,
           f'{cfg.stop_grace_s:g} s ran out, or from outside). What they had '
           'not saved is lost; the learner resumes from its latest checkpoint. '
           'If the grace period was too short, raise stop_grace_s. Continue '
-          f'with: {resume_command(cfg, rd.root)}', file=sys.stderr)
+          f'with: {resume_command(cfg, rd.root, launch)}', file=sys.stderr)
   return killed
 
 

@@ -54,7 +54,7 @@ def train(args, extra, command: str = 'train') -> int:
     else:
       outcome = supervise.launch(program, cfg, rd, args.launch, resume=resume,
                                  segment=segment)
-    return report.conclude(outcome, rd, cfg, program, segment)
+    return report.conclude(outcome, rd, cfg, program, segment, args.launch)
 
 
 def keep_off_accelerators(launch: str) -> None:

@@ -18,23 +18,36 @@ from tandem.launch.cloud import placement
 
 # Vertex AI's GPU types (AcceleratorType); TPUs would need a TPU build of
 # JAX in the learner's image, which the Dockerfile does not make.
-GPU_COUNTS = (1, 2, 4, 8)
-# The machine family each GPU type is attached to on Compute Engine, and the
-# machine of that family with one GPU (a3-megagpu, a3-ultragpu and a4-highgpu
-# come with 8 only).
+GPU_COUNTS = (1, 2, 4, 8, 16)
+# The machine families each GPU type is attached to on Compute Engine, and
+# the machine with one GPU (a3-megagpu, a3-ultragpu and a4-highgpu come with
+# 8 only).
 GPU_MACHINES = {
-    'NVIDIA_TESLA_T4': ('n1-', 'n1-standard-8'),
-    'NVIDIA_TESLA_V100': ('n1-', 'n1-standard-8'),
-    'NVIDIA_TESLA_P100': ('n1-', 'n1-standard-8'),
-    'NVIDIA_TESLA_P4': ('n1-', 'n1-standard-8'),
-    'NVIDIA_TESLA_A100': ('a2-highgpu-', 'a2-highgpu-1g'),
-    'NVIDIA_A100_80GB': ('a2-ultragpu-', 'a2-ultragpu-1g'),
-    'NVIDIA_L4': ('g2-', 'g2-standard-8'),
-    'NVIDIA_H100_80GB': ('a3-highgpu-', 'a3-highgpu-1g'),
-    'NVIDIA_H100_MEGA_80GB': ('a3-megagpu-', None),
-    'NVIDIA_H200_141GB': ('a3-ultragpu-', None),
-    'NVIDIA_B200': ('a4-highgpu-', None),
+    'NVIDIA_TESLA_T4': (('n1-',), 'n1-standard-8'),
+    'NVIDIA_TESLA_V100': (('n1-',), 'n1-standard-8'),
+    'NVIDIA_TESLA_P100': (('n1-',), 'n1-standard-8'),
+    'NVIDIA_TESLA_P4': (('n1-',), 'n1-standard-8'),
+    'NVIDIA_TESLA_A100': (('a2-highgpu-', 'a2-megagpu-'), 'a2-highgpu-1g'),
+    'NVIDIA_A100_80GB': (('a2-ultragpu-',), 'a2-ultragpu-1g'),
+    'NVIDIA_L4': (('g2-',), 'g2-standard-8'),
+    'NVIDIA_H100_80GB': (('a3-highgpu-',), 'a3-highgpu-1g'),
+    'NVIDIA_H100_MEGA_80GB': (('a3-megagpu-',), None),
+    'NVIDIA_H200_141GB': (('a3-ultragpu-',), None),
+    'NVIDIA_B200': (('a4-highgpu-',), None),
 }
+# GPUs built into a g2 machine, by its vCPUs (the a2/a3/a4 machines name
+# theirs: a2-highgpu-4g has 4); an n1 machine takes any count attached.
+G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
+
+
+def gpus_of(machine: str):
+  """How many GPUs `machine` comes with, or None where any count attaches
+  (n1) or the name does not say."""
+  m = re.fullmatch(r'a[234]-[a-z]+-(\d+)g', machine)
+  if m:
+    return int(m.group(1))
+  m = re.fullmatch(r'g2-standard-(\d+)', machine)
+  return G2_GPUS.get(int(m.group(1))) if m else None
 CPU_LEARNER_MACHINE = 'n2-standard-8'
 GPU_TYPES = tuple(GPU_MACHINES)
 # Vertex AI mounts Cloud Storage buckets here in every replica (Cloud
@@ -103,17 +116,23 @@ class CloudConfig:
     if not self.cpu_machine_type:
       _fail('cpu_machine_type', 'a Compute Engine machine type', '')
     if self.learner_accelerator:
-      family, one = GPU_MACHINES[self.learner_accelerator]
+      families, one = GPU_MACHINES[self.learner_accelerator]
+      named = ' or '.join(f'{f}*' for f in families)
       if self.learner_machine_type and not \
-          self.learner_machine_type.startswith(family):
-        _fail('learner_machine_type', f'a {family}* machine: '
+          self.learner_machine_type.startswith(families):
+        _fail('learner_machine_type', f'a {named} machine: '
               f'{self.learner_accelerator} is attached to those only',
               self.learner_machine_type)
       if not self.learner_machine_type and (
           one is None or self.learner_accelerator_count != 1):
-        _fail('learner_machine_type', f'the {family}* machine for '
+        _fail('learner_machine_type', f'the {named} machine for '
               f'{self.learner_accelerator_count} × '
               f'{self.learner_accelerator} (no default for that count)', '')
+      built_in = gpus_of(self.learner_machine)
+      if built_in is not None and built_in != self.learner_accelerator_count:
+        _fail('learner_accelerator_count', f'{built_in}: '
+              f'{self.learner_machine} comes with {built_in} '
+              f'{self.learner_accelerator}', self.learner_accelerator_count)
     placement.parse_pools(self.pools)
     if (not isinstance(self.actors_per_replica, int) or
         isinstance(self.actors_per_replica, bool) or

@@ -77,7 +77,7 @@ def test_bad_placements_are_named(pools, words):
     ('region', 'us central', 'region'),
     ('bucket', 'my-bucket', 'gs://'),
     ('learner_accelerator', 'NVIDIA_RTX', 'NVIDIA_L4'),
-    ('learner_accelerator_count', 3, '[1, 2, 4, 8]'),
+    ('learner_accelerator_count', 3, '[1, 2, 4, 8, 16]'),
     ('actors_per_replica', 0, 'integer >= 1'),
     ('local_mount', 'mnt/b', 'absolute path'),
 ])
@@ -96,6 +96,24 @@ def test_the_learner_machine_follows_its_accelerator():
                              learner_machine_type='n1-standard-8')
   with pytest.raises(ConfigError, match='cloud.learner_machine_type'):
     cloud_config.CloudConfig(learner_accelerator='NVIDIA_H200_141GB')
+  # A machine's built-in GPUs and the count asked for must agree.
+  with pytest.raises(ConfigError, match='cloud.learner_accelerator_count'):
+    cloud_config.CloudConfig(learner_accelerator='NVIDIA_L4',
+                             learner_accelerator_count=2,
+                             learner_machine_type='g2-standard-8')
+  assert cloud_config.CloudConfig(
+      learner_accelerator='NVIDIA_L4', learner_accelerator_count=2,
+      learner_machine_type='g2-standard-24').learner_machine == 'g2-standard-24'
+  assert cloud_config.CloudConfig(
+      learner_accelerator='NVIDIA_TESLA_A100', learner_accelerator_count=16,
+      learner_machine_type='a2-megagpu-16g').learner_accelerator_count == 16
+  with pytest.raises(ConfigError, match='cloud.learner_accelerator_count'):
+    cloud_config.CloudConfig(learner_accelerator='NVIDIA_H200_141GB',
+                             learner_machine_type='a3-ultragpu-8g')
+  # n1 machines take the GPUs attached to them.
+  cloud_config.CloudConfig(learner_accelerator='NVIDIA_TESLA_T4',
+                           learner_accelerator_count=4,
+                           learner_machine_type='n1-standard-16')
 
 
 def test_cloud_fields_round_trip_and_a_resume_may_change_them():

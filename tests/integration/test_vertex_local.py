@@ -67,6 +67,8 @@ def test_mpo_job_stops_on_ctrl_c_and_resumes_from_the_shared_root(runs_root):
     stop_program(run_dir, proc)
   assert proc.returncode == 130, out[-3000:] + err[-3000:]
   assert 'stopping every replica' in err
+  assert f'continue with: tandem train --resume {run_dir} --launch ' \
+      'vertex_local' in err
   assert processes_mentioning(run_dir) == []
   assert not os.path.exists(os.path.join(run_dir, 'final.json'))
   with open(os.path.join(run_dir, 'counter.json')) as f:
