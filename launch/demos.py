@@ -119,6 +119,10 @@ def collect_demos(args) -> int:
   if args.episodes < 1:
     raise UsageError(f'--episodes: expected an integer >= 1, got '
                      f'{args.episodes}')
+  if args.seed < 0 or args.seed + args.episodes > 2**31 - 1:
+    raise UsageError(f'--seed: expected an integer >= 0 with --seed + '
+                     f'--episodes below 2**31 (episode k runs on seed + k), '
+                     f'got {args.seed}')
   # Before the episodes are collected, not after: they can take minutes.
   require_writable_dir(args.out)
   # A demonstrations file may be the only copy of an expert's episodes.

@@ -3,10 +3,10 @@ environment, from the start state it had, for `tandem render --beside_expert`.
 
 A demonstration file holds observations and actions, not simulator states,
 so an episode can be shown only where its start can be found again: the
-environment is built with seeds 0, 1, ... until one resets to the
-episode's first observation (files written by `collect-demos --seed S` start
-their first episode at seed S; the reference cartpole file's episode k at
-seed k). The episode's actions are then replayed open-loop, and the replay
+environment is built with the episode's own number as seed, then with seeds
+0, 1, ..., until one resets to the episode's first observation
+(`collect-demos` runs each episode on the seed it numbers it by; the
+reference cartpole file's episode k started at seed k). The episode's actions are then replayed open-loop, and the replay
 is held to the file: every observation it passes is compared with the one
 the file holds (`drift`), so a task whose physics does not repeat is seen,
 not hidden. The agent's side starts from the same seed.
@@ -52,9 +52,11 @@ def episodes_of(demos, first: int, count: int) -> list[Episode]:
 
 
 def start_seed(make_env, episode: Episode) -> int:
-  """The first seed in 0 .. SEED_SEARCH - 1 whose environment resets to the
-  episode's first observation; a UsageError saying so if none does."""
-  for seed in range(SEED_SEARCH):
+  """The first seed, of the episode's number then 0 .. SEED_SEARCH - 1,
+  whose environment resets to the episode's first observation; a UsageError
+  saying so if none does."""
+  tried = [episode.index] if episode.index >= 0 else []
+  for seed in dict.fromkeys(tried + list(range(SEED_SEARCH))):
     env = make_env(seed)
     try:
       first = np.asarray(env.reset().observation, np.float32)
@@ -65,7 +67,8 @@ def start_seed(make_env, episode: Episode) -> int:
       return seed
   raise UsageError(
       f'--beside_expert: demonstration episode {episode.index} starts where '
-      f'no environment seed in 0..{SEED_SEARCH - 1} resets to, so its start '
+      f'no environment seed (its number, 0..{SEED_SEARCH - 1}) resets to, so '
+      'its start '
       'state cannot be set up again (the file holds observations, not '
       'simulator states); render without --beside_expert')
 

@@ -200,9 +200,11 @@ def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
     env_name: a name for `environments.make_environment`.
     policy_params: a `networks.init_policy` pytree (e.g. a learner's policy).
     mpo_config: the `MPOConfig` the params belong to (its policy scales).
-    episodes: how many episodes to run, >= 1, on one environment reset
-      between episodes; they get episode_index 0 .. episodes - 1.
-    seed: seeds the environment and the actor.
+    episodes: how many episodes to run, >= 1. Episode k runs on an
+      environment of its own seeded `seed + k` and gets episode_index
+      `seed + k`, so its start state can be set up again from the file
+      (`tandem render --beside_expert` does).
+    seed: seeds the first episode's environment and the actor.
     deterministic: act at the mean (demonstrations) or sample as the actors
       do (a diagnostic's agent episodes).
 
@@ -212,13 +214,16 @@ def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
   if not isinstance(episodes, int) or isinstance(episodes, bool) or (
       episodes < 1):
     raise ValueError(f'episodes: expected an integer >= 1, got {episodes!r}.')
+  if not isinstance(seed, int) or seed < 0 or seed + episodes > 2**31 - 1:
+    raise ValueError(f'seed: expected an integer >= 0 with seed + episodes '
+                     f'below 2**31 (episode k runs on seed + k), got {seed!r}.')
   actor = actor_lib.Actor(mpo_config, policy_params, seed=seed,
                           deterministic=deterministic)
   rows = {name: [] for name in Demonstrations._fields
           if name != 'episode_returns'}
-  env = environments.make_environment(env_name, seed=seed)
-  try:
-    for episode in range(episodes):
+  for episode in range(seed, seed + episodes):
+    env = environments.make_environment(env_name, seed=episode)
+    try:
       timestep = env.reset()
       step = 0
       while not timestep.last():
@@ -235,8 +240,8 @@ def collect(env_name: str, policy_params, mpo_config, *, episodes: int,
         rows['episode_index'].append(episode)
         rows['step_index'].append(step)
         step += 1
-  finally:
-    env.close()
+    finally:
+      env.close()
   fields = {name: np.asarray(values) for name, values in rows.items()}
   for name in ('observation', 'action', 'reward', 'discount',
                'next_observation'):

@@ -372,7 +372,8 @@ def test_collect_save_load_round_trip(tmp_path):
   demos = demonstrations.collect(env_name, params, cfg, episodes=1, seed=3)
   assert demos.num_transitions == 1000 and demos.num_episodes == 1
   np.testing.assert_array_equal(demos.step_index, np.arange(1000))
-  np.testing.assert_array_equal(demos.episode_index, np.zeros(1000))
+  # Episode k on an environment seeded seed + k, and so numbered.
+  np.testing.assert_array_equal(demos.episode_index, np.full(1000, 3))
   assert np.all(np.abs(demos.action) <= 1.0)
   # The first observation is the reset one: the cart near the centre, the
   # pole hanging down (cos θ ≈ -1).
@@ -388,6 +389,24 @@ def test_collect_save_load_round_trip(tmp_path):
   np.testing.assert_array_equal(loaded.step_index, np.arange(1000))
   assert loaded.episode_returns[0] == pytest.approx(
       float(loaded.reward.sum(dtype=np.float64)), rel=1e-6)
+
+
+def test_every_collected_episode_starts_where_its_seed_resets():
+  cfg = mpo_config.MPOConfig(policy_layers=(8,))
+  params = networks.init_policy(jax.random.PRNGKey(0), OBS_DIM, 1, (8,))
+  demos = demonstrations.collect('cartpole:swingup', params, cfg, episodes=2,
+                                 seed=5)
+  starts = np.flatnonzero(demos.step_index == 0)
+  assert demos.episode_index[starts].tolist() == [5, 6]
+  for row in starts:
+    env = environments.make_environment('cartpole:swingup',
+                                        seed=int(demos.episode_index[row]))
+    first = np.asarray(env.reset().observation, np.float32)
+    env.close()
+    np.testing.assert_array_equal(first, demos.observation[row])
+  with pytest.raises(ValueError, match='seed'):
+    demonstrations.collect('cartpole:swingup', params, cfg, episodes=1,
+                           seed=-1)
 
 
 def test_collect_samples_when_not_deterministic():

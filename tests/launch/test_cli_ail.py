@@ -113,6 +113,16 @@ def test_collect_demos_needs_a_run_with_a_checkpoint(capsys, tmp_path):
   assert rc == errors.EXIT_BAD_INPUT and 'config.json' in err
 
 
+@pytest.mark.parametrize('seed', ['-1', str(2**31 - 1)])
+def test_collect_demos_refuses_a_seed_its_episodes_cannot_take(
+    capsys, tmp_path, seed):
+  (tmp_path / 'config.json').write_text('{}')
+  rc, err = _main(capsys, 'collect-demos', '--run', str(tmp_path),
+                  '--episodes', '2', '--seed', seed,
+                  '--out', str(tmp_path / 'x.npz'))
+  assert rc == errors.EXIT_BAD_INPUT and '--seed:' in err, err
+
+
 @pytest.mark.parametrize('text', ['[1]', '{"env": '])
 def test_collect_demos_names_a_config_json_that_is_not_a_config(
     capsys, tmp_path, text):

@@ -140,8 +140,7 @@ def test_a_png_out_is_a_strip_of_the_frames_in_a_row(run, backend, tmp_path):
 @pytest.fixture(scope='module')
 def ail_run(tmp_path_factory):
   """An adversarial run of the tiny config with one checkpoint, learning
-  from two demonstration episodes collected from env seed 0 (the first
-  starts at a fresh seed-0 reset, the second at that env's second reset)."""
+  from two demonstration episodes collected from env seeds 0 and 1."""
   from tandem.configs import ail as named_ail
   from tandem.launch import programs
   from tests.integration.demo_data import write_cartpole_demos
@@ -200,19 +199,40 @@ def test_beside_expert_png_puts_the_expert_row_under_the_agents(
   rd, _ = ail_run
   out = tmp_path / 'pair.png'
   r = _tandem('render', rd.root, '--beside_expert', '--steps', '20',
-              '--every', '10', '--out', str(out))
+              '--every', '10', '--expert_episode', '1', '--out', str(out))
   assert r.returncode == 0, r.stderr[-2000:]
+  assert 'episode 1 (seed 1)' in r.stdout  # the file's second episode
   with Image.open(out) as png:
     assert png.size == (3 * 320, 2 * (240 + 18))
 
 
+@pytest.fixture(scope='module')
+def moved_start(ail_run, tmp_path_factory):
+  """The run's demonstrations with the cart of each episode's first
+  observation moved: a start no seed resets to."""
+  from tandem.agents.ail import demonstrations
+  from tandem.agents.envs import environments
+  _, demos = ail_run
+  d = demonstrations.load_for_environment(demos, 'cartpole:swingup')
+  observation = d.observation.copy()
+  observation[d.step_index == 0, 0] += 0.5
+  env = environments.make_environment('cartpole:swingup', seed=0)
+  keys = demonstrations.observation_keys(env)
+  env.close()
+  path = str(tmp_path_factory.mktemp('moved') / 'moved.npz')
+  demonstrations.save(path, d._replace(observation=observation), keys)
+  return path
+
+
 @pytest.mark.parametrize('args, named', [
-    (['--expert_episode', '1'], 'no environment seed'),  # a second reset
+    (['--demos', 'MOVED'], 'no environment seed'),
     (['--expert_episode', '2'], 'hold 2 episodes'),
     (['--demos', '/nonexistent/demos.npz'], '/nonexistent/demos.npz'),
 ])
-def test_beside_expert_refusals_are_named(ail_run, tmp_path, args, named):
+def test_beside_expert_refusals_are_named(ail_run, moved_start, tmp_path,
+                                          args, named):
   rd, _ = ail_run
+  args = [moved_start if a == 'MOVED' else a for a in args]
   r = _tandem('render', rd.root, '--beside_expert', '--steps', '10',
               '--out', str(tmp_path / 'x.gif'), *args)
   assert r.returncode == 2, r.stderr[-2000:]
