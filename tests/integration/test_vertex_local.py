@@ -1,10 +1,14 @@
 """`--launch vertex_local`: a Vertex AI job's replicas as process groups on
-this machine, finding each other through CLUSTER_SPEC alone. ~3 minutes."""
+this machine, finding each other through CLUSTER_SPEC alone. ~70 s by
+default; the adversarial program's job (the same replicas, another learner)
+is under `make test-slow`."""
 
 import json
 import os
 import signal
 import time
+
+import pytest
 
 from tests.integration.conftest import (listening_addresses,
                                         processes_mentioning, run_tandem,
@@ -113,6 +117,7 @@ def test_killed_replica_is_named_and_nothing_is_orphaned(runs_root):
   assert checkpointing.latest(os.path.join(run_dir, 'checkpoints', 'learner'))
 
 
+@pytest.mark.slow
 def test_gail_job_completes_as_replicas(runs_root, tmp_path):
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
   r = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny', '--demos',
