@@ -108,9 +108,15 @@ def replay(env, episode: Episode, frame_of, *, every: int, steps) -> Replay:
   return Replay(frames, total, step, drift)
 
 
-def pair(agent: list, expert: list) -> list:
-  """Frames side by side (agent left), the shorter side holding its last."""
+def padded(agent: list, expert: list) -> tuple[list, list]:
+  """Both sides as long as the longer, the shorter holding its last frame
+  (an episode that ended sooner)."""
   n = max(len(agent), len(expert))
   pad = lambda f: f + [f[-1]] * (n - len(f))
+  return pad(agent), pad(expert)
+
+
+def pair(agent: list, expert: list) -> list:
+  """Frames side by side (agent left), the shorter side holding its last."""
   return [np.concatenate([a, e], axis=1)
-          for a, e in zip(pad(agent), pad(expert))]
+          for a, e in zip(*padded(agent, expert))]

@@ -75,6 +75,20 @@ def locked(rd: RunDir, resume: bool) -> Iterator[Lock]:
     lock.release()
 
 
+@contextlib.contextmanager
+def prepared(rd: RunDir, cfg, program: programs.Program, *, resume: bool,
+             drop_replay: bool, demos_record: Optional[dict]) -> Iterator[int]:
+  """A launch's run directory, step by step: the refusals, the lock, the
+  resume checks, then this launch's files; yields its segment number with
+  the lock held until the block ends."""
+  refuse_to_overwrite(rd, cfg, resume)
+  with locked(rd, resume):
+    latest = check_launchable(rd, cfg, program, resume=resume,
+                              drop_replay=drop_replay)
+    yield set_up(rd, cfg, latest=latest, demos_record=demos_record,
+                 drop_replay=drop_replay)
+
+
 def check_launchable(rd: RunDir, cfg, program: programs.Program, *,
                      resume: bool, drop_replay: bool) -> Optional[str]:
   """Under the lock: no node of an earlier launch still writes here, and a
@@ -266,6 +280,33 @@ def code_version(root: str = CODE_ROOT) -> Optional[dict]:
   return {'commit': commit, 'dirty': dirty}
 
 
+def _history_path(rd) -> str:
+  return os.path.join(rd.root, 'config_history.jsonl')
+
+
+def _next_segment(rd) -> tuple[int, bool]:
+  """(the segment number the next launch of rd gets, whether
+  config_history.jsonl ends in a line cut short), read without writing."""
+  path = _history_path(rd)
+  lines, torn = 0, False
+  if os.path.isfile(path):
+    with open(path, 'rb') as f:
+      data = f.read()
+    lines = sum(1 for line in data.splitlines() if line.strip())
+    torn = bool(data) and not data.endswith(b'\n')
+  # Never a number an earlier launch used: its node logs, crash reports and
+  # discarded rows live under segment-<k> folders a reuse would overwrite.
+  # A line cut short (disk full, power cut) would otherwise swallow the
+  # following ones and stop the count.
+  highest = rd.highest_segment() if os.path.isdir(rd.root) else 0
+  return 1 + max(lines, highest), torn
+
+
+def next_segment(rd) -> int:
+  """The segment number the next launch of rd gets (1 for a new run)."""
+  return _next_segment(rd)[0]
+
+
 def record_config_history(rd, cfg, resume: bool) -> int:
   """Appends one line per launch to config_history.jsonl: when, whether it
   was a resume, the fields that differ from the previous config, and the
@@ -280,18 +321,8 @@ def record_config_history(rd, cfg, resume: bool) -> int:
       raise UsageError(f'--resume {rd.root}: config.json: {e}') from e
     changed = {p: {'from': a, 'to': b} for p, (a, b) in
                resuming.check_resume_overrides(old, cfg).items()}
-  path = os.path.join(rd.root, 'config_history.jsonl')
-  lines, torn = 0, False
-  if os.path.isfile(path):
-    with open(path, 'rb') as f:
-      data = f.read()
-    lines = sum(1 for line in data.splitlines() if line.strip())
-    torn = bool(data) and not data.endswith(b'\n')
-  # Never a number an earlier launch used: its node logs, crash reports and
-  # discarded rows live under segment-<k> folders a reuse would overwrite.
-  # A line cut short (disk full, power cut) would otherwise swallow the
-  # following ones and stop the count.
-  segment = 1 + max(lines, rd.highest_segment())
+  path = _history_path(rd)
+  segment, torn = _next_segment(rd)
   with files.open_to_write(path, 'a') as f:
     if torn:
       f.write('\n')

@@ -232,12 +232,10 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
           every=args.every, steps=args.steps)
     finally:
       env.close()
-    paired = expert_replay.pair(agent, replayed.frames)
-    gif.extend(paired)
-    n = len(paired)
-    agent_row.extend(agent + [agent[-1]] * (n - len(agent)))
-    expert_row.extend(replayed.frames +
-                      [replayed.frames[-1]] * (n - len(replayed.frames)))
+    agent, expert = expert_replay.padded(agent, replayed.frames)
+    gif.extend(expert_replay.pair(agent, expert))
+    agent_row.extend(agent)
+    expert_row.extend(expert)
     notes.append(f'episode {k + 1} (seed {seed}): agent {returns[0]:.1f}, '
                  f'expert replay {replayed.replay_return:.1f} over '
                  f'{replayed.steps} steps (the file: '

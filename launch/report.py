@@ -100,14 +100,23 @@ def describe_failure(e: BaseException) -> str:
   """Launchpad's 'exited with code -9' means killed by signal 9."""
   text = str(e)
   m = re.search(r'exited with code (-\d+)', text)
-  if m:
-    num = -int(m.group(1))
-    try:
-      name = signal.Signals(num).name
-    except ValueError:
-      name = f'signal {num}'
-    text += f' (killed by {name})'
-  return text
+  return text + _killed_by(int(m.group(1))) if m else text
+
+
+def describe_exit(code: int) -> str:
+  """'exited with code N', naming the signal of a negative N (a process
+  killed by signal -N, as subprocess and Launchpad report it)."""
+  return f'exited with code {code}' + _killed_by(code)
+
+
+def _killed_by(code: int) -> str:
+  if code >= 0:
+    return ''
+  try:
+    name = signal.Signals(-code).name
+  except ValueError:
+    name = f'signal {-code}'
+  return f' (killed by {name})'
 
 
 def report_stops(rd, cfg, node_names: list, segment: int,

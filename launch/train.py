@@ -42,13 +42,9 @@ def train(args, extra, command: str = 'train') -> int:
   demos_record = (program.check_demonstrations(cfg, run_dir if resume else None)
                   if program.check_demonstrations else None)
   rd = RunDir(run_dir)
-  prepare.refuse_to_overwrite(rd, cfg, resume)
-  with prepare.locked(rd, resume):
-    latest = prepare.check_launchable(rd, cfg, program, resume=resume,
-                                      drop_replay=drop_replay)
-    segment = prepare.set_up(rd, cfg, latest=latest,
-                             demos_record=demos_record,
-                             drop_replay=drop_replay)
+  with prepare.prepared(rd, cfg, program, resume=resume,
+                        drop_replay=drop_replay,
+                        demos_record=demos_record) as segment:
     if args.launch == 'vertex_local':
       outcome = local.launch(cfg, rd, resume=resume, segment=segment)
     else:

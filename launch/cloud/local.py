@@ -139,13 +139,9 @@ def _tail(path: str, lines: int = 15) -> str:
   return '\n'.join(text.splitlines()[-lines:])
 
 
-def _describe_exit(rc: int) -> str:
-  return report.describe_failure(RuntimeError(f'exited with code {rc}'))
-
-
 def _report(s: Started, rc: int) -> None:
   print(f'\nreplica {s.replica.name} ({", ".join(s.replica.nodes)}) '
-        f'{_describe_exit(rc)}; its log: {s.log}', file=sys.stderr)
+        f'{report.describe_exit(rc)}; its log: {s.log}', file=sys.stderr)
   tail = _tail(s.log)
   if tail:
     print('  ' + tail.replace('\n', '\n  '), file=sys.stderr)
@@ -172,7 +168,7 @@ def _wait(started: list[Started], segment_nodes: str, grace_s: float,
           _report(s, rc)
           cluster.request_stop(segment_nodes, 'launcher',
                                f'stopping the job: {s.replica.name} '
-                               f'{_describe_exit(rc)}')
+                               f'{report.describe_exit(rc)}')
     if not running:
       return stop_time
     if stop_time is None and cluster.read_stop(segment_nodes) is not None:

@@ -26,6 +26,7 @@ import time
 from tandem.agents.runtime import supervision
 from tandem.agents.runtime.rundir import RunDir
 from tandem.launch import config as config_lib
+from tandem.launch import prepare
 from tandem.launch import programs
 from tandem.launch import report
 from tandem.launch import resolve
@@ -105,8 +106,7 @@ def _check_launch(rd: RunDir, segment: int,
   launch's config.json, and a replica restarted in the middle of a job
   would start its nodes from scratch (a fresh counter, an untrained
   learner) beside the others. Either way, resume the run instead."""
-  from tandem.launch.cloud import vertex
-  latest = vertex.next_segment(rd) - 1
+  latest = prepare.next_segment(rd) - 1
   if segment != latest:
     raise UsageError(
         f'--segment {segment}: the run in {rd.root} was last launched as '

@@ -50,16 +50,6 @@ def cloud_python() -> str:
   return path
 
 
-def next_segment(rd: RunDir) -> int:
-  """The segment the next launch of `rd` gets, read without writing."""
-  path = os.path.join(rd.root, 'config_history.jsonl')
-  lines = 0
-  if os.path.isfile(path):
-    with open(path, 'rb') as f:
-      lines = sum(1 for line in f.read().splitlines() if line.strip())
-  return 1 + max(lines, rd.highest_segment() if os.path.isdir(rd.root) else 0)
-
-
 def cloud_run_dir(cfg) -> str:
   """The run directory as every replica sees it."""
   return posixpath.join(posixpath.normpath(cfg.runs_root), cfg.name)
@@ -92,7 +82,7 @@ def submit(program: programs.Program, cfg, run_dir: str, resume: bool, *,
     if os.path.isdir(local):
       prepare.refuse_to_overwrite(rd, cfg, resume)
     job = request.custom_job(cfg, program.command, remote,
-                             segment=next_segment(rd), resume=resume)
+                             segment=prepare.next_segment(rd), resume=resume)
     print(json.dumps({'parent': request.parent(cfg), 'customJob': job}))
     return EXIT_OK
   python = cloud_python()
@@ -110,16 +100,14 @@ def submit(program: programs.Program, cfg, run_dir: str, resume: bool, *,
   demos_record = (program.check_demonstrations(checked, local if resume
                                                else None)
                   if program.check_demonstrations else None)
-  prepare.refuse_to_overwrite(rd, cfg, resume)
   # What the directory held before this launch: a fresh run's job that was
   # surely not created leaves it as it was.
   existed = os.path.isdir(local)
   before = None if resume else (set(os.listdir(local)) if existed else set())
-  with prepare.locked(rd, resume):
-    latest = prepare.check_launchable(rd, cfg, program, resume=resume,
-                                      drop_replay=drop_replay)
-    segment = prepare.set_up(rd, cfg, latest=latest, demos_record=demos_record,
-                             drop_replay=drop_replay)
+  with prepare.prepared(rd, cfg, program, resume=resume,
+                        drop_replay=drop_replay,
+                        demos_record=demos_record) as segment:
+    pass  # the lock is released once prepared: the job runs without it
   job = request.custom_job(cfg, program.command, remote, segment=segment,
                            resume=resume)
   return send(python, cfg, job, rd, segment, before=before,
