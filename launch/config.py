@@ -244,12 +244,31 @@ class AILTrainConfig(TrainConfig):
     _check(self.replay_min_size >= self.ail.batch_size, 'replay_min_size',
            f'a value >= ail.batch_size={self.ail.batch_size}',
            self.replay_min_size)
+    self._resolve_absorbing_states()
     k = self.mpo.sgd_steps_per_call
     # A call never straddles a phase boundary (see AILConfig).
     _check(self.ail.generator_steps_per_round % k == 0,
            'ail.generator_steps_per_round',
            f'a multiple of mpo.sgd_steps_per_call={k}',
            self.ail.generator_steps_per_round)
+
+  def _resolve_absorbing_states(self):
+    """ail.absorbing_states 'auto' becomes 'on' where the task may end in a
+    terminal state (environments.may_terminate), else 'off', so config.json
+    and --show_config say what the run does. A malformed env is left to
+    its own check (launch/resolve.py)."""
+    from tandem.agents.envs import environments
+    if self.ail.absorbing_states == 'auto' and isinstance(self.env, str) \
+        and ':' in self.env:
+      on = environments.may_terminate(self.env)
+      object.__setattr__(self, 'ail', dataclasses.replace(
+          self.ail, absorbing_states='on' if on else 'off'))
+    # The absorbing state's value is r_abs / (1 - γ).
+    _check(self.ail.absorbing_states != 'on' or self.mpo.discount < 1,
+           'ail.absorbing_states',
+           f"'off' with mpo.discount={self.mpo.discount} (the absorbing "
+           "state's value r / (1 - discount) needs a discount < 1)",
+           self.ail.absorbing_states)
 
 
 # --------------------------------------------------------------------------

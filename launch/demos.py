@@ -78,11 +78,13 @@ def _record(path: str, demos) -> dict:
 
 
 def terminal_note(record: dict, cfg) -> Optional[str]:
-  """A warning when the expert's episodes terminate, or the generator's
-  may (environments.may_terminate, even where the expert's never do):
-  without DAC's absorbing states the learned reward's sign biases episode
-  length."""
+  """A warning when absorbing states are off and the expert's episodes
+  terminate, or the generator's may (environments.may_terminate, even where
+  the expert's never do): without DAC's absorbing states the learned
+  reward's sign biases episode length."""
   from tandem.agents.envs import environments
+  if cfg.ail.absorbing_states == 'on':
+    return None
   n = record.get('terminal_transitions', 0)
   if n:
     where = (f'{n} of the demonstrations\' {record["episodes"]} episodes '
@@ -98,9 +100,10 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
           'episodes early'}.get(cfg.ail.reward, 'has no fixed sign, but the '
                                 'zero value after a terminal step still '
                                 'biases how long episodes last')
-  return (f'note: {where}. Tandem does not implement '
-          "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): the "
-          f'reward (ail.reward={cfg.ail.reward}) {bias}. Compare '
+  return (f'note: {where}, and ail.absorbing_states is off, so without '
+          "DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2) the "
+          f'reward (ail.reward={cfg.ail.reward}) {bias}. '
+          '--ail.absorbing_states=on removes the bias; compare '
           'agent_terminal_fraction with expert_terminal_fraction in '
           'logs/discriminator.csv.')
 

@@ -37,6 +37,12 @@ REWARDS = {'gail': ('neg_log_one_minus_d', 'log_d', 'logit'),
 # state: GAIL sees s alone (state-marginal matching: no trace of the agent's
 # action noise reaches it); AIRL's g sees s, as with state_next_state.
 INPUTS = ('state_action', 'state_next_state', 'state')
+# DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): 'on' gives the
+# discriminator an absorbing indicator and makes the generator bootstrap
+# through the absorbing state after a terminal step; 'auto' is on where the
+# run's task may terminate (AILTrainConfig resolves it against `env`; the
+# learning core reads only 'on').
+ABSORBING = ('auto', 'on', 'off')
 
 
 def discriminator_optimizer(name: str = 'adam', learning_rate: float = 3e-4,
@@ -73,12 +79,14 @@ class AILConfig:
   bc_weight: float = 0.0
   bc_decay_steps: int = 10_000
   bc_final_weight: float = 0.0
+  absorbing_states: str = 'auto'
 
   def __post_init__(self):
     o = 'AILConfig'
     fields.one_of(o, 'kind', self.kind, KINDS)
     fields.one_of(o, 'reward', self.reward, REWARDS[self.kind])
     fields.one_of(o, 'input', self.input, INPUTS)
+    fields.one_of(o, 'absorbing_states', self.absorbing_states, ABSORBING)
     object.__setattr__(self, 'layers', fields.layers(o, 'layers', self.layers))
     optimizer_field(o, 'discriminator_optimizer',
                      self.discriminator_optimizer, DUAL_OPTIMIZERS)

@@ -115,8 +115,9 @@ def _mlp(p: dict, x: jax.Array) -> jax.Array:
 
 def init_params(key, cfg: AILConfig, observation_dim: int,
                 action_dim: int) -> dict:
-  """GAIL: {'d'}; AIRL: {'g', 'h'}; each an MLP {'torso', 'head'}."""
-  o, a = observation_dim, action_dim
+  """GAIL: {'d'}; AIRL: {'g', 'h'}; each an MLP {'torso', 'head'}. With
+  absorbing states every state input has one more column (`_inputs`)."""
+  o, a = observation_dim + int(absorbing(cfg)), action_dim
   if cfg.kind == 'gail':
     n_in = {'state_action': o + a, 'state_next_state': 2 * o,
             'state': o}[cfg.input]
@@ -151,15 +152,79 @@ def _score_normalized(cfg: AILConfig, params: dict, s: jax.Array,
   return _g_airl(cfg, params, s, a) + gamma * discount * h_next - h
 
 
+# ---------------------------------------------------------------------------
+# Absorbing states (DAC, Kostrikov et al. 2019, Sec. 4.2).
+
+
+def absorbing(cfg: AILConfig) -> bool:
+  """Whether the discriminator and the generator use absorbing states."""
+  return cfg.absorbing_states == 'on'
+
+
+def _absorbing_state(like: jax.Array) -> jax.Array:
+  """The absorbing state as the networks see it: [..., O] -> [..., O + 1],
+  zeros (the mean state, where inputs are normalised) with the indicator 1."""
+  return jnp.concatenate([jnp.zeros_like(like),
+                          jnp.ones_like(like[..., :1])], -1)
+
+
+def _ordinary_state(s: jax.Array) -> jax.Array:
+  """[..., O] -> [..., O + 1]: the indicator column, 0."""
+  return jnp.concatenate([s, jnp.zeros_like(s[..., :1])], -1)
+
+
+def _inputs(cfg: AILConfig, norm: Normalizer, t: Transitions):
+  """(s, a, s', discount) as the networks take them.
+
+  Observations are normalised. With absorbing states each state gets an
+  indicator column (0), a terminal transition's s' becomes the absorbing
+  state (indicator 1), and its future counts (discount 1): after a terminal
+  step the episode stays in the absorbing state for ever, with a reward of
+  its own that the discriminator learns. Without them a terminal s' has no
+  future (AIRL's h(s') is dropped there).
+  """
+  s = _norm_obs(cfg, norm, t.observation)
+  s_next = _norm_obs(cfg, norm, t.next_observation)
+  if not absorbing(cfg):
+    return s, t.action, s_next, t.discount
+  terminal = (t.discount == 0)[..., None]
+  s_next = jnp.where(terminal, _absorbing_state(s_next),
+                     _ordinary_state(s_next))
+  return _ordinary_state(s), t.action, s_next, jnp.ones_like(t.discount)
+
+
+def absorbing_score(cfg: AILConfig, params: dict, observation_dim: int,
+                    action_dim: int, gamma: float) -> jax.Array:
+  """The score of the absorbing state's own transition (absorbing, zero
+  action, absorbing), a scalar. The agent does not act there, so the action
+  is the same fixed zeros for expert and agent, and AIRL's log π there is 0
+  (the one action has all the mass): its logit is f alone."""
+  s = _absorbing_state(jnp.zeros((observation_dim,), jnp.float32))
+  return _score_normalized(cfg, params, s,
+                           jnp.zeros((action_dim,), jnp.float32), s,
+                           jnp.float32(1.0), gamma)
+
+
+def absorbing_reward(cfg: AILConfig, params: dict, observation_dim: int,
+                     action_dim: int, gamma: float) -> jax.Array:
+  """The generator's reward for each step in the absorbing state, a scalar:
+  `rewards` of its transition, with log π = 0 (see `absorbing_score`)."""
+  z = absorbing_score(cfg, params, observation_dim, action_dim, gamma)
+  if cfg.kind == 'gail':
+    return _gail_reward(cfg, z)
+  if cfg.reward == 'g':
+    s = _absorbing_state(jnp.zeros((observation_dim,), jnp.float32))
+    return _g_airl(cfg, params, s, jnp.zeros((action_dim,), jnp.float32))
+  return z
+
+
 def score(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
           gamma: float) -> jax.Array:
   """The learned part of the logit, [...].
 
   GAIL: D's logit. AIRL: f(s,a,s') = g(·) + γ · discount · h(s') - h(s).
   """
-  return _score_normalized(cfg, params, _norm_obs(cfg, norm, t.observation),
-                           t.action, _norm_obs(cfg, norm, t.next_observation),
-                           t.discount, gamma)
+  return _score_normalized(cfg, params, *_inputs(cfg, norm, t), gamma)
 
 
 def logits(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
@@ -195,33 +260,59 @@ def rewards(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
   solve the entropy-regularised problem exactly.
   """
   if cfg.kind == 'gail':
-    z = score(cfg, params, norm, t, gamma)
-    if cfg.reward == 'neg_log_one_minus_d':
-      return jax.nn.softplus(z)
-    if cfg.reward == 'log_d':
-      return -jax.nn.softplus(-z)
-    return z
+    return _gail_reward(cfg, score(cfg, params, norm, t, gamma))
   if cfg.reward == 'f':
     return score(cfg, params, norm, t, gamma)
   if cfg.reward == 'logit':
     if log_pi is None:
       raise ValueError("AIRL's reward 'logit' needs the policy's log_pi")
     return score(cfg, params, norm, t, gamma) - log_pi
-  return _g_airl(cfg, params, _norm_obs(cfg, norm, t.observation), t.action)
+  s, a, _, _ = _inputs(cfg, norm, t)
+  return _g_airl(cfg, params, s, a)
+
+
+def _gail_reward(cfg: AILConfig, z: jax.Array) -> jax.Array:
+  """GAIL's reward from D's logit z, [...] -> [...]."""
+  if cfg.reward == 'neg_log_one_minus_d':
+    return jax.nn.softplus(z)
+  if cfg.reward == 'log_d':
+    return -jax.nn.softplus(-z)
+  return z
 
 
 # ---------------------------------------------------------------------------
 # Losses.
 
 
-def logistic_loss(expert_logits: jax.Array,
-                  agent_logits: jax.Array) -> jax.Array:
+def logistic_loss(expert_logits: jax.Array, agent_logits: jax.Array,
+                  expert_weights: jax.Array | None = None,
+                  agent_weights: jax.Array | None = None) -> jax.Array:
   """mean softplus(-z_expert) + mean softplus(z_agent); a scalar.
 
-  softplus keeps it finite for any logit, where log σ(z) underflows.
+  softplus keeps it finite for any logit, where log σ(z) underflows. With
+  weights [N] (≥ 0, not all 0) each side's mean is weighted: Σ w l / Σ w.
   """
-  return (jnp.mean(jax.nn.softplus(-expert_logits)) +
-          jnp.mean(jax.nn.softplus(agent_logits)))
+  def mean(x, w):
+    return jnp.mean(x) if w is None else jnp.sum(w * x) / jnp.sum(w)
+  return (mean(jax.nn.softplus(-expert_logits), expert_weights) +
+          mean(jax.nn.softplus(agent_logits), agent_weights))
+
+
+def with_absorbing_rows(logits_: jax.Array, t: Transitions,
+                        z_absorbing: jax.Array):
+  """A batch's logits [B] with one absorbing row per terminal transition:
+  (logits [2B], weights [2B]); row B + i is the absorbing state's own
+  transition, weight 1 where transition i is terminal, else 0.
+
+  DAC's replay holds one (absorbing, ·, absorbing) transition per episode
+  that ended in a terminal state; a uniform batch then holds as many of
+  them, in expectation, as terminal transitions. The weights keep the
+  batch's shape fixed where a variable count of extra rows would not.
+  """
+  terminal = (t.discount == 0).astype(logits_.dtype)
+  return (jnp.concatenate([logits_, jnp.broadcast_to(z_absorbing,
+                                                     logits_.shape)]),
+          jnp.concatenate([jnp.ones_like(terminal), terminal]))
 
 
 def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
@@ -243,14 +334,16 @@ def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
 
 def _flat_inputs(cfg: AILConfig, norm: Normalizer,
                  t: Transitions) -> jax.Array:
-  """concat(norm(s), a, norm(s')), [..., 2O + D] -> [N, 2O + D]."""
-  x = jnp.concatenate([_norm_obs(cfg, norm, t.observation), t.action,
-                       _norm_obs(cfg, norm, t.next_observation)], -1)
+  """concat(s, a, s') as `_inputs` gives them: [..., 2O' + D] -> [N, 2O' +
+  D], O' = O (+ 1 with absorbing states)."""
+  s, a, s_next, _ = _inputs(cfg, norm, t)
+  x = jnp.concatenate([s, a, s_next], -1)
   return x.reshape(-1, x.shape[-1])
 
 
 def _split_inputs(x: jax.Array, observation_dim: int, action_dim: int):
-  """Inverse of `_flat_inputs`: [N, 2O + D] -> (s [N, O], a [N, D], s')."""
+  """Inverse of `_flat_inputs`: [N, 2O' + D] -> (s [N, O'], a [N, D], s'),
+  observation_dim being O'."""
   o, a = observation_dim, action_dim
   return x[..., :o], x[..., o:o + a], x[..., o + a:]
 
@@ -298,6 +391,7 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   """
   obs_dim = expert.observation.shape[-1]
   act_dim = expert.action.shape[-1]
+  in_dim = obs_dim + int(absorbing(cfg))  # a state as the networks see it
 
   # 1. Normalise with statistics that include this batch, so a shift in the
   # agent's state distribution is seen by the step it arrives in.
@@ -319,7 +413,14 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   def loss_fn(params):
     z_e = logits(cfg, params, normalizer, expert, log_pi_expert, gamma)
     z_a = logits(cfg, params, normalizer, agent, log_pi_agent, gamma)
-    ll = logistic_loss(z_e, z_a)
+    if absorbing(cfg):
+      z_abs = absorbing_score(cfg, params, obs_dim, act_dim, gamma)
+      z_e_all, w_e = with_absorbing_rows(z_e, expert, z_abs)
+      z_a_all, w_a = with_absorbing_rows(z_a, agent, z_abs)
+      ll = logistic_loss(z_e_all, z_a_all, w_e, w_a)
+    else:
+      z_abs = jnp.float32(0.0)
+      ll = logistic_loss(z_e, z_a)
     if use_penalty:
       # On the score, not the logit: the penalty regularises the
       # discriminator's parameters, and log π has none (Acme differentiates
@@ -328,16 +429,16 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
       # so h(s') always counts (d = 1), which keeps h smooth at every s'
       # the penalty visits.
       def fn(x):
-        s, a, s_next = _split_inputs(x, obs_dim, act_dim)
+        s, a, s_next = _split_inputs(x, in_dim, act_dim)
         return _score_normalized(cfg, params, s, a, s_next,
                                  jnp.ones(x.shape[:-1], x.dtype), gamma)
       gp = gradient_penalty(fn, x_expert, x_agent, key_penalty)
     else:
       gp = jnp.float32(0.0)
     total = ll + cfg.gradient_penalty * gp
-    return total, (ll, gp, z_e, z_a)
+    return total, (ll, gp, z_e, z_a, z_abs)
 
-  (loss, (ll, gp, z_e, z_a)), grads = jax.value_and_grad(
+  (loss, (ll, gp, z_e, z_a, z_abs)), grads = jax.value_and_grad(
       loss_fn, has_aux=True)(state.params)
 
   # 3. Learning rate from the global step count, never the optimizer's.
@@ -371,4 +472,6 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
       'discriminator_steps': steps,
       'discriminator_finite': finite,
   }
+  if absorbing(cfg):
+    metrics['d_absorbing'] = jax.nn.sigmoid(z_abs)
   return new_state, metrics

@@ -158,13 +158,42 @@ def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   r = disc.rewards(ail_cfg, d_state.params, d_state.normalizer, steps,
                    mpo_cfg.discount, log_pi=log_pi)
   r = jax.lax.stop_gradient(r)
+  ret = jnp.sum(windows.weights * r, axis=-1) + jax.lax.stop_gradient(
+      windows.bootstrap * entropy)
+  if disc.absorbing(ail_cfg):
+    ret = ret + jax.lax.stop_gradient(absorbing_tail(mpo_cfg, ail_cfg,
+                                                     d_state, windows))
   batch = Batch(observation=windows.observations[..., 0, :],
                 action=windows.actions[..., 0, :],
-                reward=jnp.sum(windows.weights * r, axis=-1) +
-                jax.lax.stop_gradient(windows.bootstrap * entropy),
+                reward=ret,
                 discount=windows.bootstrap,
                 next_observation=windows.observations[..., -1, :])
   return batch, r
+
+
+def absorbing_tail(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
+                   d_state: disc.DiscriminatorState,
+                   windows: Windows) -> jax.Array:
+  """The return after a window's terminal step, [...]: from the absorbing
+  state, whose every step pays r_abs (`disc.absorbing_reward`) for ever,
+
+    γ^m · V_abs,  V_abs = r_abs / (1 - γ),
+
+  where the window's m real steps end in a terminal state (d_{m-1} = 0),
+  and 0 where they do not (the critic bootstraps V(s_m) there). The
+  absorbing state's value is exact in closed form: nothing is chosen there,
+  so it is the same for every policy; DAC's critic learns it instead, by
+  bootstrapping through absorbing transitions stored in replay. γ^m =
+  γ · weights_{m-1} (every discount before a terminal step is 1).
+  """
+  gamma = mpo_cfg.discount
+  terminal = (windows.weights > 0) & (windows.discounts == 0)
+  obs_dim = windows.observations.shape[-1]
+  act_dim = windows.actions.shape[-1]
+  v_abs = disc.absorbing_reward(ail_cfg, d_state.params, obs_dim, act_dim,
+                                gamma) / (1.0 - gamma)
+  return gamma * v_abs * jnp.sum(jnp.where(terminal, windows.weights, 0.0),
+                                 axis=-1)
 
 
 def soft_terms(mpo_cfg: MPOConfig, policy, windows: Windows,
@@ -257,10 +286,9 @@ def discriminator_step(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
                                  jax.lax.stop_gradient(lp_agent),
                                  mpo_cfg.discount)
   metrics['learner_steps'] = state.generator.steps
-  # DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2) are not
-  # implemented: where episodes terminate, a fixed-sign reward biases their
-  # length. These show whether the generator ends episodes (discount 0)
-  # more or less often than the expert.
+  # Whether the generator ends episodes (discount 0) more or less often
+  # than the expert: without absorbing states a fixed-sign reward biases
+  # episode length (DAC, Kostrikov et al. 2019, Sec. 4.2).
   metrics['agent_terminal_fraction'] = jnp.mean(agent.discount == 0)
   metrics['expert_terminal_fraction'] = jnp.mean(expert.discount == 0)
   return state._replace(discriminator=d_state), metrics

@@ -612,3 +612,153 @@ def test_state_input_gail_sees_neither_actions_nor_next_states():
                          next_observation=-t.next_observation)))
   assert np.max(np.abs(z(t) - z(t._replace(observation=-t.observation)))) \
       > 1e-3
+
+
+# ---------------------------------------------------------------------------
+# Absorbing states (DAC, Kostrikov et al. 2019, Sec. 4.2).
+
+
+def _absorbing_airl_case():
+  """_airl_case's transitions with absorbing states on: each state has an
+  indicator column, and h reads it with weight 2."""
+  cfg = AILConfig(kind='airl', reward='f', input='state_action', layers=(2,),
+                  normalize_inputs=False, absorbing_states='on')
+  w_g, b_g = [0.0, 0.0, 0.0, 1.0], 0.5     # g reads the action only
+  w_h, b_h = [1.0, 0.0, 2.0], -0.25        # h: first dim and indicator
+  params = {'g': _hand_mlp(w_g, b_g), 'h': _hand_mlp(w_h, b_h)}
+  return cfg, params, (w_g, b_g), (w_h, b_h)
+
+
+def test_absorbing_states_send_a_terminal_transition_into_the_absorbing_state():
+  gamma = 0.9
+  cfg, params, (w_g, b_g), (w_h, b_h) = _absorbing_airl_case()
+  _, _, t, _, _, _, d = _airl_case('f')
+  assert list(d) == [1.0, 1.0, 0.0]
+  s, a, s2 = (np.asarray(x) for x in (t.observation, t.action,
+                                      t.next_observation))
+  flag = lambda x, v: np.concatenate([x, [v]])
+  absorbing = np.array([0.0, 0.0, 1.0])
+  g = [_hand_value(np.concatenate([flag(s[i], 0), a[i]]), w_g, b_g)
+       for i in range(3)]
+  h = [_hand_value(flag(s[i], 0), w_h, b_h) for i in range(3)]
+  h2 = [_hand_value(flag(s2[0], 0), w_h, b_h),
+        _hand_value(flag(s2[1], 0), w_h, b_h),
+        _hand_value(absorbing, w_h, b_h)]   # terminal: the absorbing state
+  f = np.array(g) + gamma * np.array(h2) - np.array(h)   # every future counts
+  norm = disc.init_normalizer(OBS)
+  np.testing.assert_allclose(disc.score(cfg, params, norm, t, gamma), f,
+                             rtol=1e-5, atol=1e-6)
+  # Without absorbing states the terminal row has no h(s') at all.
+  off = dataclasses.replace(cfg, absorbing_states='off')
+  _, off_params, *_ = _airl_case('f')
+  assert float(disc.score(off, off_params, norm, t, gamma)[2]) != \
+      pytest.approx(f[2], abs=1e-3)
+  # The absorbing state's own transition: zero action, absorbing both ends.
+  g_abs = _hand_value(np.concatenate([absorbing, [0.0]]), w_g, b_g)
+  h_abs = _hand_value(absorbing, w_h, b_h)
+  want = g_abs + gamma * h_abs - h_abs
+  assert float(disc.absorbing_score(cfg, params, OBS, D, gamma)) == \
+      pytest.approx(want, rel=1e-5)
+  # AIRL's log π is 0 there: the reward is f for 'f' and 'logit' alike.
+  for reward in ('f', 'logit'):
+    c = dataclasses.replace(cfg, reward=reward)
+    assert float(disc.absorbing_reward(c, params, OBS, D, gamma)) == \
+        pytest.approx(want, rel=1e-5)
+  c = dataclasses.replace(cfg, reward='g')
+  assert float(disc.absorbing_reward(c, params, OBS, D, gamma)) == \
+      pytest.approx(g_abs, rel=1e-5)
+
+
+@pytest.mark.parametrize('reward', ['neg_log_one_minus_d', 'log_d', 'logit'])
+def test_gail_absorbing_reward_is_the_reward_of_its_logit(reward):
+  cfg = AILConfig(kind='gail', reward=reward, input='state_next_state',
+                  layers=(2,), normalize_inputs=False, absorbing_states='on')
+  w = [0.0, 0.0, 0.5, 0.0, 0.0, -3.0]   # both indicators, s' weighted more
+  params = {'d': _hand_mlp(w, 0.1)}
+  z = _hand_value([0.0, 0.0, 1.0, 0.0, 0.0, 1.0], w, 0.1)
+  want = {'neg_log_one_minus_d': _softplus(z), 'log_d': -_softplus(-z),
+          'logit': z}[reward]
+  assert float(disc.absorbing_reward(cfg, params, OBS, D, 0.99)) == \
+      pytest.approx(want, rel=1e-5)
+  assert int(params['d']['torso']['dense'][0]['w'].shape[0]) == 2 * (OBS + 1)
+  shapes = jax.tree_util.tree_map(jnp.shape, disc.init_params(
+      jax.random.PRNGKey(0), cfg, OBS, D))
+  assert shapes['d']['torso']['dense'][0]['w'] == (2 * (OBS + 1), 2)
+
+
+def test_absorbing_rows_enter_the_loss_once_per_terminal_transition():
+  # GAIL on (s, a) with a hand net reading s's first dim and the
+  # indicator: expert 1 terminal row of 4, agent 3 of 4.
+  cfg = AILConfig(kind='gail', reward='logit', input='state_action',
+                  layers=(2,), normalize_inputs=False, gradient_penalty=0.0,
+                  absorbing_states='on')
+  w, b = [0.5, 0.0, 1.5, 0.0], -0.2
+  state = disc.init(cfg, OBS, D, 0)
+  params = {'d': _hand_mlp(w, b)}
+  assert jax.tree_util.tree_structure(params) == \
+      jax.tree_util.tree_structure(state.params)
+  state = state._replace(params=params,
+                         opt_state=disc._optimizer(cfg).init(params))
+  rng = np.random.default_rng(0)
+
+  def batch(discount):
+    n = len(discount)
+    return disc.Transitions(
+        jnp.asarray(rng.normal(size=(n, OBS)), jnp.float32),
+        jnp.asarray(rng.uniform(-1, 1, (n, D)), jnp.float32),
+        jnp.asarray(rng.normal(size=(n, OBS)), jnp.float32),
+        jnp.asarray(discount, jnp.float32))
+  expert, agent = batch([1, 1, 0, 1]), batch([0, 0, 1, 0])
+  zeros = jnp.zeros((4,))
+  _, m = disc.update(cfg, state, expert, agent, zeros, zeros, 0.99)
+
+  z = lambda t: [_hand_value(np.concatenate([np.asarray(t.observation[i]),
+                                             [0.0],
+                                             np.asarray(t.action[i])]), w, b)
+                 for i in range(4)]
+  z_abs = _hand_value([0.0, 0.0, 1.0, 0.0], w, b)
+  want = ((sum(_softplus(-x) for x in z(expert)) + _softplus(-z_abs)) / 5 +
+          (sum(_softplus(x) for x in z(agent)) + 3 * _softplus(z_abs)) / 7)
+  assert float(m['logistic_loss']) == pytest.approx(want, rel=1e-5)
+  assert float(m['d_absorbing']) == pytest.approx(
+      1 / (1 + math.exp(-z_abs)), rel=1e-5)
+  # Off, the same batches' loss has no absorbing rows.
+  off = dataclasses.replace(cfg, absorbing_states='off')
+  s_off = disc.init(off, OBS, D, 0)
+  p_off = {'d': _hand_mlp([0.5, 0.0, 0.0], b)}
+  s_off = s_off._replace(params=p_off,
+                         opt_state=disc._optimizer(off).init(p_off))
+  _, m_off = disc.update(off, s_off, expert, agent, zeros, zeros, 0.99)
+  plain = (sum(_softplus(-x) for x in z(expert)) / 4 +
+           sum(_softplus(x) for x in z(agent)) / 4)
+  assert float(m_off['logistic_loss']) == pytest.approx(plain, rel=1e-5)
+  assert 'd_absorbing' not in m_off
+
+
+def test_absorbing_states_penalty_interpolates_the_indicator_too():
+  lam = 2.0
+  cfg = AILConfig(kind='airl', reward='f', input='state_action', layers=(4,),
+                  normalize_inputs=False, gradient_penalty=lam,
+                  absorbing_states='on')
+  state = disc.init(cfg, 3, 2, 0)
+  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)
+  agent = _batch(jax.random.PRNGKey(1), 8, -1.0)._replace(
+      discount=jnp.asarray([0.0, 1.0] * 4))
+  zeros = jnp.zeros((8,))
+  _, m = disc.update(cfg, state, expert, agent, zeros, zeros, 0.99)
+
+  def fn(x):   # x: [s (3 + 1), a (2), s' (3 + 1)], futures counted
+    return disc._score_normalized(cfg, state.params, x[:, :4], x[:, 4:6],
+                                  x[:, 6:], jnp.ones(x.shape[0]), 0.99)
+
+  def flat(t):
+    one = lambda v: jnp.full((t.observation.shape[0], 1), v)
+    terminal = (t.discount == 0)[:, None]
+    nxt = jnp.where(terminal,
+                    jnp.concatenate([jnp.zeros_like(t.next_observation),
+                                     one(1.0)], -1),
+                    jnp.concatenate([t.next_observation, one(0.0)], -1))
+    return jnp.concatenate([t.observation, one(0.0), t.action, nxt], -1)
+  _, key_penalty = jax.random.split(state.key)
+  want = disc.gradient_penalty(fn, flat(expert), flat(agent), key_penalty)
+  assert float(m['gradient_penalty']) == pytest.approx(float(want), rel=1e-5)

@@ -48,14 +48,14 @@ def _ail(**kw):
   return AILConfig(**base)
 
 
-def _windows(rng, k, b, short=False):
+def _windows(rng, k, b, short=False, gamma=0.9):
   rows = []
   for _ in range(k * b):
     m = int(rng.integers(1, N_STEP + 1)) if short else N_STEP
     steps = [(rng.normal(size=DIMS.observation), rng.uniform(-1, 1, 2),
               rng.normal(), float(rng.choice([1.0, 1.0, 0.0])))
              for _ in range(m)]
-    rows.append(LAYOUT.pack(steps, rng.normal(size=DIMS.observation), 0.9))
+    rows.append(LAYOUT.pack(steps, rng.normal(size=DIMS.observation), gamma))
   return layouts.to_windows(np.stack(rows), LAYOUT, k, b)
 
 
@@ -494,3 +494,76 @@ def test_airl_logit_reward_has_soft_actor_critics_form_on_a_hand_window():
                                policy)
   assert float(batch_f.reward) == pytest.approx(f(0) + gamma * f(1),
                                                 rel=1e-5, abs=1e-5)
+
+
+@pytest.mark.parametrize('terminal', [False, True])
+def test_absorbing_states_add_the_absorbing_value_after_a_terminal_step(
+    terminal):
+  """One window of m = 2 real steps out of n = 3, by hand. A hand GAIL net
+  on s alone reads only the indicator: r = b in every ordinary state, r_abs
+  = b + tanh(1) (nearly) in the absorbing one. Ending in a terminal state,
+  Q target = b + γ b + γ² r_abs / (1 - γ), bootstrap 0; not ending there,
+  b + γ b + γ² V(s_2), nothing added."""
+  from tests.ail.test_discriminator import _hand_mlp, _hand_value
+  mpo = _mpo()
+  ail = _ail(kind='gail', reward='logit', input='state', layers=(2,),
+             normalize_inputs=False, absorbing_states='on')
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  w, b = [0.0] * DIMS.observation + [2.0], -0.3
+  d_state = state.discriminator._replace(params={'d': _hand_mlp(w, b)})
+  r_abs = _hand_value([0.0] * DIMS.observation + [1.0], w, b)
+  assert r_abs == pytest.approx(b + np.tanh(1.0), rel=1e-4)
+  gamma = mpo.discount
+  rng = np.random.default_rng(5)
+  obs = rng.standard_normal((4, DIMS.observation)).astype(np.float32)
+  obs[3] = obs[2]
+  from tandem.agents.core.batches import Windows
+  d1 = 0.0 if terminal else 1.0
+  window = Windows(
+      observations=jnp.asarray(obs), actions=jnp.zeros((3, DIMS.action)),
+      discounts=jnp.array([1.0, d1, 0.0]),
+      weights=jnp.array([1.0, gamma, 0.0]),
+      bootstrap=jnp.float32(gamma ** 2 * d1), rewards=jnp.zeros(3))
+  batch, r = learner.relabel(mpo, ail, d_state, window)
+  np.testing.assert_allclose(np.asarray(r)[:2], [b, b], rtol=1e-5)
+  tail = gamma ** 2 * r_abs / (1 - gamma) if terminal else 0.0
+  assert float(batch.reward) == pytest.approx(b + gamma * b + tail, rel=1e-5)
+  assert float(batch.discount) == pytest.approx(gamma ** 2 * d1)
+  # Off, a terminal window's return stops at its last step.
+  off = dataclasses.replace(ail, absorbing_states='off')
+  d_off = d_state._replace(params={'d': _hand_mlp(w[:-1], b)})
+  batch_off, _ = learner.relabel(mpo, off, d_off, window)
+  assert float(batch_off.reward) == pytest.approx(b + gamma * b, rel=1e-5)
+
+
+def test_absorbing_states_apply_to_a_whole_batch_of_windows_in_graph():
+  # Random short windows, some terminal: the tail is γ^m V_abs exactly on
+  # the windows whose last real step is terminal.
+  mpo = _mpo()
+  ail = _ail(absorbing_states='on')
+  state = learner.init(mpo, ail, DIMS, seed=0)
+  windows = jax.tree_util.tree_map(
+      lambda x: x[0], _windows(np.random.default_rng(2), 1, 16, short=True,
+                               gamma=mpo.discount))
+  on, _ = jax.jit(lambda d, w: learner.relabel(mpo, ail, d, w))(
+      state.discriminator, windows)
+  off_cfg = dataclasses.replace(ail, absorbing_states='off')
+  # The same network with the indicator column's weights dropped: ordinary
+  # states score alike, so the returns differ by the tail alone.
+  p = jax.tree_util.tree_map(lambda x: x, state.discriminator.params)
+  w0 = p['d']['torso']['dense'][0]['w']
+  o, a = DIMS.observation, DIMS.action
+  p['d']['torso']['dense'][0]['w'] = jnp.concatenate([w0[:o], w0[o + 1:]])
+  assert p['d']['torso']['dense'][0]['w'].shape[0] == o + a
+  off, _ = learner.relabel(mpo, off_cfg,
+                           state.discriminator._replace(params=p), windows)
+  weights = np.asarray(windows.weights)
+  discounts = np.asarray(windows.discounts)
+  m = (weights > 0).sum(-1)
+  ended = discounts[np.arange(16), m - 1] == 0
+  assert 0 < ended.sum() < 16
+  v_abs = float(disc.absorbing_reward(ail, state.discriminator.params,
+                                      o, a, mpo.discount)) / (1 - mpo.discount)
+  want = np.where(ended, mpo.discount ** m * v_abs, 0.0)
+  np.testing.assert_allclose(np.asarray(on.reward) - np.asarray(off.reward),
+                             want, rtol=1e-4, atol=1e-5)

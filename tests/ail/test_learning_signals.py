@@ -24,6 +24,8 @@ logistic loss stays at chance), and the test is about the adversarial loop,
 not the regulariser.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -161,3 +163,89 @@ def test_airl_recovers_the_expert_log_density_up_to_shaping(runs):
     off = np.abs(peaks - expert_action(STATES[:, 0]))
     # The expert's actions have stddev 0.2; the grid's spacing is 0.05.
     assert np.mean(off < 0.2) >= 0.8, (seed, peaks)
+
+
+# ---------------------------------------------------------------------------
+# A terminating task: absorbing states (DAC, Kostrikov et al. 2019).
+#
+# From s ~ U[-1, 1], an action a > 0 ends the episode (discount 0); a ≤ 0
+# moves to a fresh s ~ U[-1, 1]. The expert acts a ~ N(0.5, 0.2²): it ends
+# every episode at once. The discriminator sees s alone ('state'), whose
+# distribution is the same for both sides, so only termination tells them
+# apart. Its D is near 1/2 on every state, and GAIL's reward -log(1 - D)
+# near log 2 > 0: without absorbing states a step that continues earns it
+# and a future of them, one that ends earns it alone, and the generator
+# learns to survive (a ≤ 0), away from the expert. With them the
+# discriminator sees the expert's absorbing transitions (one per terminal
+# transition) more often than the agent's, pays the absorbing state more
+# than log 2, and the generator ends its episodes as the expert does.
+
+TERMINATING_EXPERT_MEAN = 0.5
+# Observed over seeds 0-5: mean action 0.46-0.54 with absorbing states at
+# block 40, -0.99 to -1.08 without.
+TERMINATING_BLOCKS = 40
+
+
+def terminating_configs(absorbing: str):
+  m, a = configs('gail')
+  m = mpo_config.replace(m, {'discount': 0.9})
+  return m, dataclasses.replace(a, input='state', absorbing_states=absorbing)
+
+
+def terminating_expert(rng, size=2000) -> disc.Transitions:
+  s = rng.uniform(-1, 1, (size, 1)).astype(np.float32)
+  a = np.clip(TERMINATING_EXPERT_MEAN +
+              EXPERT_STDDEV * rng.standard_normal(s.shape), -1, 1)
+  return disc.Transitions(
+      observation=jnp.asarray(s), action=jnp.asarray(a, jnp.float32),
+      next_observation=jnp.asarray(rng.uniform(-1, 1, s.shape), jnp.float32),
+      discount=jnp.asarray((a[:, 0] <= 0).astype(np.float32)))
+
+
+def terminating_windows(rng, m, policy, calls: int) -> Windows:
+  """[calls, B] one-step windows of the terminating task."""
+  shape = (calls, BATCH, 1)
+  s = rng.uniform(-1, 1, shape).astype(np.float32)
+  dist = mpo.apply_policy(m, policy, jnp.asarray(s))
+  a = np.clip(np.asarray(dist.mean) + np.asarray(dist.stddev) *
+              rng.standard_normal(shape), -1, 1).astype(np.float32)
+  d = (a <= 0).astype(np.float32)
+  return jax.tree.map(jnp.asarray, Windows(
+      observations=np.stack([s, rng.uniform(-1, 1, shape)], 2).astype(
+          np.float32),
+      actions=a[:, :, None], discounts=d,
+      weights=np.ones(shape, np.float32),
+      bootstrap=m.discount * d[..., 0], rewards=np.zeros(shape, np.float32)))
+
+
+def mean_action(m, state) -> float:
+  policy = mpo.acting_policy(m, state.generator)
+  return float(jnp.mean(mpo.apply_policy(m, policy, jnp.asarray(STATES)).mean))
+
+
+@pytest.mark.parametrize('absorbing', ['on', 'off'])
+def test_absorbing_states_let_gail_end_episodes_where_the_expert_does(
+    absorbing):
+  m, a = terminating_configs(absorbing)
+  updates = (ail.make_discriminator_update(m, a),
+             ail.make_generator_update(m, a))
+  for seed in SEEDS:
+    rng = np.random.default_rng(seed)
+    expert = terminating_expert(rng)
+    state = ail.init(m, a, mpo.Dims(observation=1, action=1), seed)
+    assert abs(mean_action(m, state)) < 0.05
+    for _ in range(TERMINATING_BLOCKS):
+      policy = jax.device_get(mpo.acting_policy(m, state.generator))
+      state, _ = updates[0](
+          state, terminating_windows(rng, m, policy, DISCRIMINATOR_STEPS),
+          expert)
+      state, _ = updates[1](
+          state, terminating_windows(rng, m, policy, GENERATOR_STEPS),
+          expert)
+    assert int(state.generator.skipped) == 0
+    got = mean_action(m, state)
+    if absorbing == 'on':
+      assert got > TERMINATING_EXPERT_MEAN / 2, (seed, got)
+    else:
+      # The survival bias the absorbing states remove.
+      assert got < -TERMINATING_EXPERT_MEAN / 2, (seed, got)

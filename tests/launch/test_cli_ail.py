@@ -441,3 +441,36 @@ def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
   assert 'round plan differs' in err, err
   assert (f"generator_steps_per_round 8 there, "
           f"{plan['generator_steps_per_round']} here") in err, err
+
+
+def test_absorbing_states_are_on_where_the_task_may_terminate(capsys, demos):
+  cfg = resolve.load_named_config('configs/ail.py:tiny')
+  assert cfg.env == 'cartpole:swingup'
+  assert cfg.ail.absorbing_states == 'off'   # 'auto', resolved: time limits
+  auto = {'ail.absorbing_states': 'auto'}
+  for env, want in [('gym:Pendulum-v1', 'on'), ('lqr:lqr_2_1', 'on'),
+                    ('walker:walk', 'off')]:
+    got = config_lib.apply_overrides(cfg, {**auto, 'env': env})
+    assert got.ail.absorbing_states == want, env
+    # What the run does is what config.json stores.
+    assert config_lib.to_dict(got)['ail']['absorbing_states'] == want
+  # Chosen by the user, kept on any task.
+  kept = config_lib.apply_overrides(cfg, {'env': 'gym:Pendulum-v1',
+                                          'ail.absorbing_states': 'off'})
+  assert kept.ail.absorbing_states == 'off'
+  on = config_lib.apply_overrides(cfg, {'ail.absorbing_states': 'on'})
+  record = {'terminal_transitions': 3, 'episodes': 4}
+  assert demos_lib.terminal_note(record, on) is None
+  assert '--ail.absorbing_states=on' in demos_lib.terminal_note(record, cfg)
+
+
+@pytest.mark.parametrize('flags,says', [
+    (('--ail.absorbing_states=maybe',), "one of ['auto', 'on', 'off']"),
+    (('--ail.absorbing_states=on', '--mpo.discount=1'), 'discount < 1'),
+])
+def test_bad_absorbing_states_are_refused_by_name(capsys, tmp_path, demos,
+                                                   flags, says):
+  rc, err = _train_ail(capsys, tmp_path, demos, *flags)
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert 'absorbing_states' in err and says in err, err
+  assert not os.path.exists(tmp_path / 'runs')
