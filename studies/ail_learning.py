@@ -4,7 +4,7 @@ how far the true evaluation return climbs towards the expert's.
 
     python studies/ail_learning.py run --kinds gail,airl --seeds 0,1,2
         [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
-        [--records_dir DIR] [--png PNG] [--dry_run]
+        [--records_dir DIR] [--png PNG] [--set FIELD=VALUE ...] [--dry_run]
     python studies/ail_learning.py summary [--runs_root runs/ail_learning]
         [--kinds gail,airl] [--demos FILE.npz] [--records_dir DIR] [--png PNG]
 
@@ -40,6 +40,7 @@ from harness import REPO_ROOT
 
 KINDS = ('gail', 'airl')
 FRACTIONS = (0.5, 0.9)  # thresholds: of the expert's mean return
+HELD_FRACTION = 0.95    # a final return this close to the peak has held
 EXPERT_MEAN_FALLBACK = 869.36  # /work/shared/demos/README.md
 DEFAULT_RUNS_ROOT = os.path.join(REPO_ROOT, 'runs', 'ail_learning')
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
@@ -118,13 +119,15 @@ def config_problems(config, kind: str, seed: int) -> list:
 
 
 def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
-              budget: int, records_dir=None):
+              budget: int, records_dir=None, overrides=()):
   """harness.plan_cell for one cell, started from configs/ail.py's
-  <kind>_cartpole."""
+  <kind>_cartpole with `overrides` (['ail.bc_weight=0', ...]) on top; a
+  resume keeps the run's stored config."""
   start = STUDY.command(
       '--config', f'configs/ail.py:{kind}_cartpole', '--demos', demos,
       f'--runs_root={runs_root}', '--name', harness.cell_name(kind, seed),
-      f'--seed={seed}', f'--env_step_budget={budget}')
+      f'--seed={seed}', f'--env_step_budget={budget}',
+      *(f'--{o}' for o in overrides))
   return harness.plan_cell(STUDY, runs_root, records_dir, kind, seed, budget,
                            start, lambda c: config_problems(c, kind, seed))
 
@@ -133,10 +136,16 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
 
 
 def figures(kind: str, seed: int, source: str, curve: list, final, expert:
-            float) -> dict:
-  """The summary's figures of one cell, from its evaluation rows and its
-  final.json (None if unfinished), wherever they were read from."""
+            float, config=None) -> dict:
+  """The summary's figures of one cell, from its evaluation rows, its
+  final.json (None if unfinished) and its config.json (None if not known),
+  wherever they were read from. `held` says whether a finished run's final
+  return is within 5% of its peak (a run that reached 90% and fell far
+  below it is not a success)."""
+  config = config if isinstance(config, dict) else {}
+  ail = config.get('ail') if isinstance(config.get('ail'), dict) else {}
   out = {'kind': kind, 'seed': seed, 'run_dir': source,
+         'task': config.get('env'), 'bc_weight': ail.get('bc_weight'),
          'finished': final is not None, 'evaluations': len(curve),
          'env_steps': curve[-1]['env_steps'] if curve else 0,
          'elapsed_s': None, 'budget': None,
@@ -165,6 +174,9 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
     out[f'elapsed_s_to_{pct}'] = (
         round(hit['elapsed_s'], 1) if hit and hit['elapsed_s'] is not None
         else None)
+  out['held'] = (None if out['final_return'] is None or
+                 out['max_return'] is None else
+                 out['final_return'] >= HELD_FRACTION * out['max_return'])
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
               'max_return'):
     if out[key] is not None:
@@ -187,7 +199,7 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
     if records_dir and not f.recorded and f.parts['final'] is not None:
       STUDY.store(records_dir, f.variant, f.seed, f.parts, f.source)
     cell = figures(f.variant, f.seed, f.source, f.parts['curve'],
-                   f.parts['final'], expert)
+                   f.parts['final'], expert, f.parts.get('config'))
     cell['recorded'] = f.recorded
     out[f.variant].append(cell)
   return out
@@ -215,11 +227,22 @@ def kind_stats(runs: list) -> dict:
   finals = [r['final_return'] for r in runs if r['final_return'] is not None]
   maxes = [r['max_return'] for r in runs if r['max_return'] is not None]
   out['finished'] = f'{len(finals)}/{n}'
+  out['seeds_holding_peak'] = f"{sum(r['held'] is True for r in runs)}/{n}"
+  out['bc_weight'] = _one_value([r['bc_weight'] for r in runs])
   med = harness.median(finals)
   out['final_return_median'] = None if med is None else round(med, 1)
   med = harness.median(maxes)
   out['max_return_median'] = None if med is None else round(med, 1)
   return out
+
+
+def _one_value(values: list):
+  """The value all of `values` share (None where there are none), else the
+  list of the distinct ones in order (None among them for an unknown)."""
+  distinct = list(dict.fromkeys(values))
+  if not distinct:
+    return None
+  return distinct[0] if len(distinct) == 1 else distinct
 
 
 def _cell(v, fmt='{:.0f}'):
@@ -245,6 +268,8 @@ SEED_COLUMNS = [
         f"{r['max_return']:.1f} ({r['max_return_env_steps']})")),
     ('env steps', 'r', lambda r: str(r['env_steps'])),
     ('elapsed s', 'r', lambda r: _cell(r['elapsed_s'])),
+    ('final ≥ 95% of max', 'l', lambda r: {True: 'yes', False: '**no**',
+                                            None: '–'}[r['held']]),
     ('status', 'l', _status)]
 
 
@@ -252,8 +277,10 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
   lo, hi = (f * expert for f in FRACTIONS)
   for kind in kinds:
     runs, st = runs_by_kind[kind], stats[kind]
-    print(f'\n### {kind.upper()} on cartpole:swingup — expert mean '
-          f'{expert:.2f}; 50% = {lo:.1f}, 90% = {hi:.1f}\n')
+    task = _one_value([r['task'] for r in runs]) or 'its task'
+    print(f'\n### {kind.upper()} on {task} — expert mean '
+          f'{expert:.2f}; 50% = {lo:.1f}, 90% = {hi:.1f}; BC weight '
+          f"{st['bc_weight']}\n")
     if not runs:
       print('(no runs)')
       continue
@@ -264,9 +291,10 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['env_steps_to_90pct_median']),
         _cell(st['elapsed_s_to_90pct_median']),
         _cell(st['final_return_median'], '{:.1f}'),
-        _cell(st['max_return_median'], '{:.1f}'), '', '', '']))
+        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '']))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
-          f"{st['seeds_reaching_90pct']} seeds; finished: {st['finished']} "
+          f"{st['seeds_reaching_90pct']} seeds; final within 5% of the "
+          f"peak: {st['seeds_holding_peak']} seeds; finished: {st['finished']} "
           '(medians to a threshold count a seed that never reached it as '
           'never; – where half or more never did)')
 
@@ -323,7 +351,9 @@ def summarise(runs_root: str, kinds, demos: str, png=None,
   print_tables(kinds, runs_by_kind, stats, expert)
   if png:
     write_png(png, kinds, runs_by_kind, expert)
-  result = {'expert_return_mean': round(expert, 2)}
+  result = {'task': _one_value([r['task'] for k in kinds
+                                for r in runs_by_kind[k]]),
+            'expert_return_mean': round(expert, 2)}
   for k in kinds:
     for key, value in stats[k].items():
       result[f'{k}.{key}'] = value
@@ -347,13 +377,22 @@ def run(args) -> int:
       STUDY, [(k, s) for k in args.kinds for s in args.seeds],
       args.runs_root,
       lambda k, s: cell_plan(args.runs_root, args.demos, k, s, args.budget,
-                             args.records_dir),
+                             args.records_dir, args.set),
       lambda last: summarise(args.runs_root, args.kinds, args.demos,
                              args.png if last else None, args.records_dir),
       dry_run=args.dry_run)
 
 
 # ------------------------------------------------------------------- main
+
+
+def override(text: str) -> str:
+  """FIELD=VALUE, FIELD a dotted config path (checked by train-ail)."""
+  field, sep, _ = text.partition('=')
+  if not sep or not field or field.startswith('-'):
+    raise argparse.ArgumentTypeError(
+        f'expected FIELD=VALUE (e.g. ail.bc_weight=0), got {text!r}')
+  return text
 
 
 def main(argv=None) -> int:
@@ -371,6 +410,11 @@ def main(argv=None) -> int:
                  help='env steps per run (default %(default)s)')
   r.add_argument('--dry_run', action='store_true',
                  help='print the commands it would run; run nothing')
+  r.add_argument('--set', action='append', default=[], type=override,
+                 metavar='FIELD=VALUE',
+                 help='a config override for every cell it starts, e.g. '
+                 'ail.bc_weight=0 (repeatable); give each variant its own '
+                 '--runs_root')
   s = sub.add_parser('summary', help='summarise the runs found')
   s.add_argument('--kinds', type=kinds, default=list(KINDS))
   for q in (r, s):

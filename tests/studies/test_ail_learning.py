@@ -15,11 +15,13 @@ al = load_script('studies', 'ail_learning')
 DEMOS = '/nonexistent/demos.npz'  # the expert mean falls back to 869.36
 
 
-def _write_run(root, kind, seed, returns, finished=True, budget=3000):
+def _write_run(root, kind, seed, returns, finished=True, budget=3000,
+               env='cartpole:swingup', bc_weight=0.0):
   run = root / f'{kind}_s{seed}'
   (run / 'logs').mkdir(parents=True)
   (run / 'config.json').write_text(json.dumps(
-      {'seed': seed, 'ail': {'kind': kind}, 'runs_root': str(root)}))
+      {'seed': seed, 'ail': {'kind': kind, 'bc_weight': bc_weight},
+       'env': env, 'runs_root': str(root)}))
   lines = ['env_steps,elapsed_s,eval_return,learned_return,final']
   for i, r in enumerate(returns):
     last = finished and i == len(returns) - 1
@@ -202,3 +204,45 @@ def test_a_record_wins_over_an_unfinished_run(study, tmp_path):
   cells = al.read_cells(str(fresh), ['gail'], 869.36, str(records))
   assert [c['recorded'] for c in cells['gail']] == [True, True]
   assert cells['gail'][0]['final_return'] == 800.0
+
+
+def test_a_final_return_far_below_the_peak_is_shown_as_not_held(tmp_path,
+                                                               capsys):
+  runs = tmp_path / 'runs'
+  # 95% of the peak 800 is 760: 770 held, 700 did not.
+  _write_run(runs, 'airl', 0, [50.0, 800.0, 770.0], bc_weight=1.0)
+  _write_run(runs, 'airl', 1, [50.0, 800.0, 700.0], bc_weight=1.0)
+  _write_run(runs, 'airl', 2, [50.0, 400.0], finished=False, bc_weight=1.0)
+  got = al.summarise(str(runs), ['airl'], DEMOS, records_dir=None)
+  out = capsys.readouterr().out
+  assert got['airl.seeds_holding_peak'] == '1/3'
+  assert got['airl.bc_weight'] == 1.0
+  assert got['task'] == 'cartpole:swingup'
+  held = {s: got['runs'][f'airl_s{s}']['held'] for s in range(3)}
+  assert held == {0: True, 1: False, 2: None}
+  assert '**no**' in out and 'final within 5% of the peak: 1/3' in out
+  assert '### AIRL on cartpole:swingup' in out and 'BC weight 1.0' in out
+
+
+def test_runs_of_several_tasks_or_weights_are_listed_not_merged(tmp_path):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'airl', 0, [50.0, 800.0], bc_weight=0.0)
+  _write_run(runs, 'airl', 1, [50.0, 800.0], bc_weight=0.5,
+             env='walker:walk')
+  got = al.summarise(str(runs), ['airl'], DEMOS, records_dir=None)
+  assert got['task'] == ['cartpole:swingup', 'walker:walk']
+  assert got['airl.bc_weight'] == [0.0, 0.5]
+
+
+def test_run_passes_each_override_to_the_cells_it_starts(tmp_path, capsys):
+  rc = al.main(['run', '--kinds', 'airl', '--seeds', '0', '--dry_run',
+                '--runs_root', str(tmp_path / 'r'), '--records_dir', '',
+                '--set', 'ail.bc_weight=0', '--set', 'ail.gradient_penalty=0'])
+  out = capsys.readouterr().out
+  assert rc == 0
+  assert '--ail.bc_weight=0 --ail.gradient_penalty=0' in out, out
+  with pytest.raises(SystemExit) as e:
+    al.main(['run', '--kinds', 'airl', '--seeds', '0', '--dry_run',
+             '--set', 'bc_weight'])
+  assert e.value.code == 2
+  assert 'FIELD=VALUE' in capsys.readouterr().err
