@@ -16,7 +16,7 @@
   tandem plot runs/<name> [--out PNG]
   tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
   tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
-                [--steps N] [--every K] [--out FILE.gif|FILE.png]
+                [--steps N] [--every K] [--out FILE.gif|FILE.mp4|FILE.png]
                 [--beside_expert [--demos FILE] [--expert_episode E]]
 
 Everything that can be checked is checked before any process starts: the
@@ -123,8 +123,8 @@ def make_parser() -> argparse.ArgumentParser:
   m.add_argument('--out', default='compare.png', help='PNG path (default: '
                  'compare.png)')
   r = sub.add_parser('render', help="a run's mean-action policy in its "
-                     'environment, rendered off-screen: an animated GIF, or '
-                     'a PNG strip of a few frames')
+                     'environment, rendered off-screen: a video (GIF or '
+                     'MP4), or a PNG strip of a few frames')
   r.add_argument('run_dir')
   r.add_argument('--checkpoint', default='latest',
                  help="'latest' (default) or a learner step count")
@@ -134,8 +134,9 @@ def make_parser() -> argparse.ArgumentParser:
   r.add_argument('--every', type=int, default=4,
                  help='one frame every this many env steps (default 4)')
   r.add_argument('--seed', type=int, default=0)
-  r.add_argument('--out', help='.gif (animated) or .png (the frames in a '
-                 'row) path (default: RUN_DIR/render-<checkpoint>.gif)')
+  r.add_argument('--out', help='.gif or .mp4 (animated, 25 frames/s) or .png '
+                 '(the frames in a row) path (default: '
+                 'RUN_DIR/render-<checkpoint>.gif)')
   r.add_argument('--beside_expert', action='store_true',
                  help="each episode from a demonstration episode's start, "
                  'with the expert\'s actions replayed beside the agent')

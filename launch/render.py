@@ -1,15 +1,17 @@
-"""`tandem render`: what a run's policy does, as an animated GIF or a strip.
+"""`tandem render`: what a run's policy does, as a video (.gif, .mp4) or a
+strip of frames (.png).
 
 The run's mean-action policy (as its evaluator acts) from one of its
 checkpoints, in the run's own environment, rendered off-screen; each frame
-carries the episode, its env step and the return so far. A .gif output
-animates every frame taken; a .png output lays them side by side in one row
-(a strip for a page: choose --steps and --every for a few frames).
+carries the episode, its env step and the return so far. A .gif or .mp4
+output animates every frame taken, at 25 frames/s; a .png output lays them
+side by side in one row (a strip for a page: choose --steps and --every for
+a few frames).
 
 With --beside_expert (adversarial runs), each episode starts where one of
 the expert's demonstration episodes started, and that episode's actions are
-replayed beside the agent (expert_replay.py): left and right in a .gif, the
-expert's row under the agent's in a .png.
+replayed beside the agent (expert_replay.py): left and right in a video,
+the expert's row under the agent's in a .png.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 HEIGHT, WIDTH = 240, 320
 BAND = 18  # pixels of caption above each frame
 MAX_STRIP = 12  # frames in one .png row
+FRAME_MS = 40   # each frame of an animation: 25 frames/s
+OUTPUTS = ('.gif', '.mp4', '.png')
 
 
 def pick_checkpoint(rd, which: str) -> str:
@@ -61,10 +65,9 @@ def _check_args(args) -> str:
   out = args.out
   if out is None:
     out = os.path.join(args.run_dir, f'render-{args.checkpoint}.gif')
-  if not out.endswith(('.gif', '.png')):
-    raise UsageError(f'--out {out}: expected a .gif file (animated) or a '
-                     '.png file (the frames in a row); no video encoder is '
-                     'assumed')
+  if not out.endswith(OUTPUTS):
+    raise UsageError(f'--out {out}: expected a .gif or .mp4 file (animated) '
+                     'or a .png file (the frames in a row)')
   if out.endswith('.png'):
     # Frames at steps 0, every, 2 every, ... and the last step taken.
     per_episode = None if args.steps is None else (
@@ -129,6 +132,46 @@ def write_gif(path: str, frames: list, frame_ms: int) -> None:
       duration=frame_ms, loop=0))
 
 
+def write_mp4(path: str, frames: list, fps: int) -> None:
+  """An H.264 MP4 of `frames` (yuv420p: what browsers and players take),
+  written whole or not at all. The encoder is the ffmpeg that the
+  imageio-ffmpeg wheel carries (requirements.lock), so no system package is
+  needed; it writes into a scratch folder, and the finished file is copied
+  into place atomically. yuv420p needs even sides: an odd one is padded
+  with a white row or column rather than rescaled."""
+  import shutil
+  import tempfile
+  import imageio_ffmpeg
+  from tandem.agents.core import files
+  h, w = frames[0].shape[:2]
+  size = (w + w % 2, h + h % 2)
+
+  def even(frame):
+    return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)),
+                  constant_values=255)
+  with tempfile.TemporaryDirectory(prefix='tandem-render-') as scratch:
+    encoded = os.path.join(scratch, 'video.mp4')
+    writer = imageio_ffmpeg.write_frames(
+        encoded, size, fps=fps, codec='libx264', pix_fmt_in='rgb24',
+        pix_fmt_out='yuv420p', macro_block_size=1,
+        ffmpeg_log_level='error')
+    writer.send(None)
+    for frame in frames:
+      writer.send(np.ascontiguousarray(even(frame)))
+    writer.close()
+    with open(encoded, 'rb') as src:
+      files.write_atomic(path, lambda f: shutil.copyfileobj(src, f))
+
+
+def write_video(path: str, frames: list) -> None:
+  """The animation `frames` make, as `path`'s suffix says: .gif or .mp4,
+  each frame shown FRAME_MS."""
+  if path.endswith('.mp4'):
+    write_mp4(path, frames, fps=1000 // FRAME_MS)
+  else:
+    write_gif(path, frames, frame_ms=FRAME_MS)
+
+
 def write_strip(path: str, frames: list, *more_rows: list) -> None:
   """The frames side by side in one PNG (each further list of frames a row
   below), written whole or not at all."""
@@ -175,7 +218,7 @@ def render_run(args) -> int:
   if out.endswith('.png'):
     write_strip(out, frames)
   else:
-    write_gif(out, frames, frame_ms=40)
+    write_video(out, frames)
   print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
         f'{cfg.env} from {checkpoint} (MUJOCO_GL={backend}); returns '
         + ', '.join(f'{r:.1f}' for r in returns))
@@ -245,7 +288,7 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
   if out.endswith('.png'):
     write_strip(out, agent_row, expert_row)
   else:
-    write_gif(out, gif, frame_ms=40)
+    write_video(out, gif)
   print(f'{out}: {len(gif)} frames of {len(episodes)} episode(s) of '
         f'{cfg.env} from {checkpoint}, beside {path} (MUJOCO_GL={backend})\n'
         + '\n'.join(notes))

@@ -1,4 +1,5 @@
-"""`tandem render`: a run's policy as an animated GIF, rendered off-screen."""
+"""`tandem render`: a run's policy as a video (GIF, MP4), rendered
+off-screen."""
 
 import json
 import os
@@ -82,6 +83,54 @@ def test_render_writes_a_captioned_gif_of_the_policy(run, backend, tmp_path):
   assert not np.array_equal(frames[0][:18], frames[-1][:18])
 
 
+def read_mp4(path):
+  """(frames [N, H, W, 3] uint8, (W, H)) as ffmpeg decodes the file."""
+  import imageio_ffmpeg
+  reader = imageio_ffmpeg.read_frames(str(path))
+  meta = next(reader)
+  w, h = meta['size']
+  frames = [np.frombuffer(b, np.uint8).reshape(h, w, 3) for b in reader]
+  return np.stack(frames), (w, h)
+
+
+def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
+                                                         tmp_path):
+  from PIL import Image
+  paths = {kind: tmp_path / f'policy.{kind}' for kind in ('mp4', 'gif')}
+  for path in paths.values():
+    r = _tandem('render', run.root, '--steps', '40', '--every', '4',
+                '--out', str(path))
+    assert r.returncode == 0, r.stderr[-2000:]
+  frames, size = read_mp4(paths['mp4'])
+  assert len(frames) == 40 // 4 + 1 and size == (320, 240 + 18)
+  with Image.open(paths['gif']) as gif:
+    stills = []
+    for i in range(gif.n_frames):
+      gif.seek(i)
+      stills.append(np.asarray(gif.convert('RGB'), np.int16))
+  # Each decoded frame is the GIF's frame of the same step, up to the
+  # codecs' losses: its caption band (step, return) is nearest that one's.
+  for i, frame in enumerate(frames.astype(np.int16)):
+    assert np.abs(frame - stills[i]).mean() < 4, i
+    bands = [np.abs(frame[:18] - s[:18]).mean() for s in stills]
+    assert int(np.argmin(bands)) == i, (i, bands)
+  assert not list(tmp_path.glob('.tmp-*'))
+
+
+def test_an_odd_frame_size_is_padded_not_rescaled(tmp_path):
+  from tandem.launch import render
+  rng = np.random.default_rng(0)
+  frames = [np.full((31, 45, 3), v, np.uint8) for v in (0, 128, 255)]
+  frames[1][:, :, 0] = rng.integers(0, 256, (31, 45))
+  render.write_mp4(str(tmp_path / 'odd.mp4'), frames, fps=25)
+  decoded, size = read_mp4(tmp_path / 'odd.mp4')
+  assert size == (46, 32) and len(decoded) == 3
+  # The frames' own pixels where they were; the padding white.
+  assert decoded[0][:30, :44].mean() < 10
+  assert decoded[2].mean() > 245
+  assert decoded[0][31].mean() > 200 and decoded[0][:, 45].mean() > 200
+
+
 def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
     run, backend, tmp_path):
   out = tmp_path / 'early.gif'
@@ -96,7 +145,7 @@ def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
 
 
 @pytest.mark.parametrize('args, named', [
-    (['--out', 'clip.mp4'], '.gif file (animated) or a .png'),
+    (['--out', 'clip.avi'], '.gif or .mp4 file (animated) or a .png'),
     (['--episodes', '0'], '--episodes'),
     (['--checkpoint', 'best'], "'latest' or a learner step"),
 ])
