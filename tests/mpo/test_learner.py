@@ -523,3 +523,30 @@ def test_mog_critic_learns_a_two_valued_return():
   # stddev within 0.97-1.01.
   assert float(jnp.mean(jnp.abs(mean))) < 0.3
   assert 0.8 < float(jnp.median(jnp.sqrt(var))) < 1.2
+
+
+def test_the_one_reduction_guard_trains_as_the_per_leaf_guard(monkeypatch):
+  """Same parameters after N steps, one batch of them non-finite (skipped
+  by both), with trees.all_finite and with the per-leaf test it replaces."""
+  from tandem.agents.core import trees
+  from tests.core.test_trees import per_leaf_all_finite
+  cfg = _cfg()
+  batches = [_batch(k=2, seed=s) for s in range(4)]
+  batches[2] = batches[2]._replace(
+      reward=batches[2].reward.at[1, 3].set(jnp.inf))
+
+  def train():
+    state = learner.init(cfg, DIMS, 0)
+    update = learner.make_update(cfg)
+    for b in batches:
+      state, _ = update(state, b)
+    return state
+  new = train()
+  monkeypatch.setattr(trees, 'all_finite', per_leaf_all_finite)
+  old = train()
+  assert int(new.skipped) == int(old.skipped) == 1
+  assert int(new.steps) == 8
+  for x, y in zip(jax.tree_util.tree_leaves(new),
+                  jax.tree_util.tree_leaves(old)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
+                               atol=1e-7)
