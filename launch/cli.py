@@ -15,6 +15,7 @@
                       [--overwrite]
   tandem plot runs/<name> [--out PNG]
   tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
+                 [--reference RETURN]
   tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
                 [--steps N] [--every K] [--out FILE.gif|FILE.mp4|FILE.png]
                 [--beside_expert [--demos FILE] [--expert_episode E]]
@@ -122,6 +123,10 @@ def make_parser() -> argparse.ArgumentParser:
                  '(_s<N>)')
   m.add_argument('--out', default='compare.png', help='PNG path (default: '
                  'compare.png)')
+  m.add_argument('--reference', type=float,
+                 help='thresholds as fractions of this return (an '
+                 "expert's mean, say) instead of the best group's median "
+                 'final return')
   r = sub.add_parser('render', help="a run's mean-action policy in its "
                      'environment, rendered off-screen: a video (GIF or '
                      'MP4), or a PNG strip of a few frames')

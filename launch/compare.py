@@ -7,8 +7,9 @@ curve is the median evaluation return over its runs, with the interquartile
 band, against global env steps and against wall-clock (`elapsed_s`: the
 time the program has run, all launches); the table gives each group's final
 return and the env steps and wall-clock its runs took to reach 50% and 90%
-of the best group's median final return, and, against the first group, the
-median paired difference of final returns over the seeds both have.
+of the best group's median final return (or of `--reference`, an expert's
+mean return, say), and, against the first group, the median paired
+difference of final returns over the seeds both have.
 """
 
 from __future__ import annotations
@@ -116,14 +117,17 @@ def median_reached(values: list):
   return None if math.isinf(middle) or math.isnan(middle) else middle
 
 
-def group_table(groups: dict) -> tuple[list, float]:
+def group_table(groups: dict,
+                reference: Optional[float] = None) -> tuple[list, float]:
   """(rows, best): one row per group (runs, final-return quartiles, median
-  env steps and wall-clock to each fraction of the best group's median final
-  return, median paired difference of finals against the first group), and
-  that best median final return."""
+  env steps and wall-clock to each fraction of the reference return,
+  median paired difference of finals against the first group), and that
+  reference: `reference` where given (an expert's mean return, say), else
+  the best group's median final return."""
   finals = {g: [float(r.returns[-1]) for r in runs]
             for g, runs in groups.items()}
-  best = max(float(np.median(f)) for f in finals.values())
+  best = (max(float(np.median(f)) for f in finals.values())
+          if reference is None else float(reference))
   reference = next(iter(groups))
   ref_by_seed = {r.seed: float(r.returns[-1]) for r in groups[reference]
                  if r.seed is not None}
@@ -148,7 +152,9 @@ def _number(v, spec='{:,.0f}') -> str:
   return '-' if v is None else spec.format(v)
 
 
-def markdown(rows: list, best: float) -> str:
+def markdown(rows: list, best: float,
+             reference: str = "the best group's median final return") -> str:
+  """The table of `group_table`'s rows; `reference` names what `best` is."""
   head = ['group', 'runs', 'final return: median [IQR]']
   for fraction in FRACTIONS:
     head += [f'env steps to {fraction:.0%}', f'wall-clock to {fraction:.0%}']
@@ -166,9 +172,8 @@ def markdown(rows: list, best: float) -> str:
                  f'{paired[0]:+.1f} ({paired[1]} seeds)')
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append(f'\nthresholds: {", ".join(f"{f:.0%}" for f in FRACTIONS)} of '
-               f'{best:.1f}, the best group\'s median final return; a time '
-               'is the median over runs, "-" where half or more never got '
-               'there')
+               f'{best:.1f}, {reference}; a time is the median over runs, '
+               '"-" where half or more never got there')
   return '\n'.join(lines)
 
 
@@ -217,10 +222,16 @@ def plot(groups: dict, out: str) -> None:
 def compare(args) -> int:
   if not args.out.endswith('.png'):
     raise UsageError(f'--out {args.out}: expected a .png file')
+  reference = getattr(args, 'reference', None)
+  if reference is not None and not (math.isfinite(reference) and
+                                    reference > 0):
+    raise UsageError(f'--reference: expected a finite return > 0, got '
+                     f'{reference}')
   runs = [read_run(path, args.by) for path in args.run_dirs]
   groups = group(runs)
-  rows, best = group_table(groups)
-  print(markdown(rows, best))
+  rows, best = group_table(groups, reference)
+  print(markdown(rows, best) if reference is None else
+        markdown(rows, best, 'the --reference return'))
   plot(groups, args.out)
   print(f'\n{args.out}')
   return EXIT_OK

@@ -349,6 +349,9 @@ def summarise(runs_root: str, kinds, demos: str, png=None,
         + (f' and records in {records_dir}' if records_dir else '')
         + f'; expert mean return {expert:.2f} ({source})')
   print_tables(kinds, runs_by_kind, stats, expert)
+  print('\n### As `tandem compare --reference` puts them\n')
+  print(harness.compare_table(runs_by_kind, expert,
+                              "the expert's mean return"))
   if png:
     write_png(png, kinds, runs_by_kind, expert)
   result = {'task': _one_value([r['task'] for k in kinds

@@ -613,6 +613,30 @@ def median_reached(values: list):
   return compare.median_reached(values)
 
 
+def compare_table(cells_by_variant: dict, reference: float,
+                  reference_name: str) -> str:
+  """`tandem compare`'s table of the study's cells, the variants as groups:
+  {variant: [{'seed', 'run_dir', 'curve': [{'env_steps', 'elapsed_s',
+  'eval_return'}]}]} -> Markdown, thresholds as fractions of `reference`.
+  Cells without evaluations are left out; a missing elapsed_s is NaN."""
+  import numpy as np
+  groups = {}
+  for variant, cells in cells_by_variant.items():
+    runs = [compare.Run(
+        c['run_dir'], variant, c['seed'],
+        np.asarray([p['env_steps'] for p in c['curve']], np.float64),
+        np.asarray([np.nan if p['elapsed_s'] is None else p['elapsed_s']
+                    for p in c['curve']], np.float64),
+        np.asarray([p['eval_return'] for p in c['curve']], np.float64))
+        for c in cells if c['curve']]
+    if runs:
+      groups[variant] = runs
+  if not groups:
+    return '(no runs)'
+  rows, best = compare.group_table(groups, reference)
+  return compare.markdown(rows, best, reference_name)
+
+
 def spread(values: list) -> dict:
   """Median, min and max of the values that exist, and how many exist."""
   got = [v for v in values if v is not None]

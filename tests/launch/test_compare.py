@@ -126,3 +126,23 @@ def test_an_unknown_by_field_is_named(runs, tmp_path, capsys):
                  '--out', str(tmp_path / 'c.png')])
   assert rc == errors.EXIT_BAD_INPUT
   assert '--by mpo.nope' in capsys.readouterr().err
+
+
+def test_thresholds_can_be_fractions_of_a_reference_return(runs, tmp_path,
+                                                           capsys):
+  groups = compare.group([compare.read_run(p, None) for p in runs])
+  rows, best = compare.group_table(groups, reference=200.0)
+  a, b = rows
+  assert best == 200.0
+  # 50% of 200 = 100: only a_s0 (100 at 3000) and a_s1 (110 at 3000) reach
+  # it, so a's median is 3000; 90% = 180: nobody.
+  assert a['steps_0.5'] == 3000 and b['steps_0.5'] is None
+  assert a['steps_0.9'] is None
+  assert a['final'] == (95.0, 100.0, 105.0)   # finals are not rescaled
+  out = tmp_path / 'cmp.png'
+  assert cli.main(['compare', *runs, '--out', str(out),
+                   '--reference', '200']) == errors.EXIT_OK
+  assert 'of 200.0, the --reference return' in capsys.readouterr().out
+  assert cli.main(['compare', *runs, '--out', str(out),
+                   '--reference', '-1']) == errors.EXIT_BAD_INPUT
+  assert '--reference' in capsys.readouterr().err

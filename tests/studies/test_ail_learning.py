@@ -246,3 +246,16 @@ def test_run_passes_each_override_to_the_cells_it_starts(tmp_path, capsys):
              '--set', 'bc_weight'])
   assert e.value.code == 2
   assert 'FIELD=VALUE' in capsys.readouterr().err
+
+
+def test_the_summary_holds_tandem_compares_table_against_the_expert(study,
+                                                                     capsys):
+  al.summarise(str(study), ['gail', 'airl'], DEMOS, records_dir=None)
+  out = capsys.readouterr().out
+  section = out[out.index('tandem compare --reference'):]
+  # 50% of 869.36: gail_s0 at 1000, gail_s1 at 2000 -> 1,500; 90% (782.4):
+  # both at 2000. Finals 800 and 790.
+  assert '| gail | 2 | 795.0 [792.5, 797.5] | 1,500 |' in section, section
+  assert '| 2,000 |' in section
+  assert '| airl | 1 |' in section   # the unfinished cell's curve so far
+  assert "of 869.4, the expert's mean return" in section
