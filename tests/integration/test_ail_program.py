@@ -98,7 +98,10 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
         '--mpo.policy_optimizer.schedule=linear',
         '--mpo.policy_optimizer.final_fraction=0.1',
         '--mpo.schedule_horizon=2000',
-        '--ail.bc_weight=0.5', '--ail.bc_decay_steps=2000']
+        '--ail.bc_weight=0.5', '--ail.bc_decay_steps=2000',
+        # Absorbing states on a task that never terminates: the indicator
+        # column goes through every node, checkpoint and resume.
+        '--ail.absorbing_states=on']
   r1 = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
                    '--demos', demos, '--launch', 'local_mp', '--runs_root',
                    runs_root, '--name', 'ail', '--env_step_budget=1500'] + lr)
@@ -109,6 +112,12 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   assert first['rounds'] > 0 and first['discriminator_steps'] > 0
   rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
   assert processes_mentioning(run_dir) == []
+  assert json.load(open(os.path.join(run_dir, 'config.json')))['ail'][
+      'absorbing_states'] == 'on'
+  # No terminal transitions on either side: D of the absorbing transition
+  # is logged, and no absorbing row enters the loss.
+  assert all(0 < float(r['d_absorbing']) < 1 for r in rows1)
+  assert all(float(r['agent_terminal_fraction']) == 0 for r in rows1)
 
   r2 = run_tandem(['train-ail', '--resume', run_dir, '--launch', 'local_mp',
                    '--env_step_budget=3000'])
