@@ -253,18 +253,18 @@ class AILTrainConfig(TrainConfig):
            self.ail.generator_steps_per_round)
 
   def _resolve_absorbing_states(self):
-    """ail.absorbing_states 'auto' becomes 'on' where the task may end in a
-    terminal state (environments.may_terminate), else 'off', so config.json
-    and --show_config say what the run does. A malformed env is left to
-    its own check (launch/resolve.py)."""
+    """The ail block learns whether this env may end in a terminal state
+    (environments.may_terminate), which ail.absorbing_states 'auto' follows;
+    on every construction, so an overridden env counts. A malformed env is
+    left to its own check (launch/resolve.py)."""
     from tandem.agents.envs import environments
-    if self.ail.absorbing_states == 'auto' and isinstance(self.env, str) \
-        and ':' in self.env:
-      on = environments.may_terminate(self.env)
+    may = (isinstance(self.env, str) and ':' in self.env and
+           environments.may_terminate(self.env))
+    if self.ail.task_may_terminate != may:
       object.__setattr__(self, 'ail', dataclasses.replace(
-          self.ail, absorbing_states='on' if on else 'off'))
+          self.ail, task_may_terminate=may))
     # The absorbing state's value is r_abs / (1 - γ).
-    _check(self.ail.absorbing_states != 'on' or self.mpo.discount < 1,
+    _check(not self.ail.absorbing or self.mpo.discount < 1,
            'ail.absorbing_states',
            f"'off' with mpo.discount={self.mpo.discount} (the absorbing "
            "state's value r / (1 - discount) needs a discount < 1)",
@@ -274,7 +274,9 @@ class AILTrainConfig(TrainConfig):
 # --------------------------------------------------------------------------
 # Dotted paths, overrides, JSON.
 
-_HIDDEN = ('owner', 'choices')  # OptimizerConfig's bookkeeping, not settings
+# Bookkeeping, not settings: OptimizerConfig's owner and choices, and what
+# AILTrainConfig derives from its env.
+_HIDDEN = ('owner', 'choices', 'task_may_terminate')
 
 
 def _fields(obj):
@@ -324,10 +326,22 @@ def _flatten(data: dict) -> dict:
   return flat
 
 
+def _as_run(data: dict) -> dict:
+  """A stored config with the fields added since it was written set to
+  what its run did: an adversarial run stored without ail.absorbing_states
+  ran without them (the default, 'auto', would turn them on for a task that
+  may terminate, and its checkpoint would no longer fit)."""
+  ail = data.get('ail') if isinstance(data, dict) else None
+  if isinstance(ail, dict) and 'absorbing_states' not in ail:
+    return {**data, 'ail': {**ail, 'absorbing_states': 'off'}}
+  return data
+
+
 def stored_fields(data: dict) -> dict[str, Any]:
   """A to_dict() result as leaf_fields() would list it, without validating
   the values together: a run's config.json written before a check was
   added still reads, so a resume can name what it changes."""
+  data = _as_run(data)
   flat = _flatten(data)
   defaults = leaf_fields(config_class(data)())
   out = dict(defaults)
@@ -342,6 +356,7 @@ def from_dict(data: dict, overrides: dict[str, Any] | None = None
   """Inverse of to_dict, re-validating every field. `overrides` (dotted
   paths) replace stored values before the one validation, so an override
   can mend a stored config that a later version's checks refuse."""
+  data = _as_run(data)
   flat = _flatten(data)
   flat.update(overrides or {})
   return apply_overrides(config_class(data)(), flat)

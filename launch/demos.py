@@ -81,10 +81,15 @@ def terminal_note(record: dict, cfg) -> Optional[str]:
   """A warning when absorbing states are off and the expert's episodes
   terminate, or the generator's may (environments.may_terminate, even where
   the expert's never do): without DAC's absorbing states the learned
-  reward's sign biases episode length."""
+  reward's sign biases episode length. Where 'auto' turned them on, a line
+  saying so."""
   from tandem.agents.envs import environments
-  if cfg.ail.absorbing_states == 'on':
-    return None
+  if cfg.ail.absorbing:
+    if cfg.ail.absorbing_states == 'on':
+      return None
+    return (f"note: ail.absorbing_states=auto turns DAC's absorbing states "
+            f"on: {cfg.env}'s episodes may end in a terminal state "
+            "(--ail.absorbing_states=off to run without them).")
   n = record.get('terminal_transitions', 0)
   if n:
     where = (f'{n} of the demonstrations\' {record["episodes"]} episodes '

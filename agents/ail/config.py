@@ -40,8 +40,8 @@ INPUTS = ('state_action', 'state_next_state', 'state')
 # DAC's absorbing states (Kostrikov et al. 2019, Sec. 4.2): 'on' gives the
 # discriminator an absorbing indicator and makes the generator bootstrap
 # through the absorbing state after a terminal step; 'auto' is on where the
-# run's task may terminate (AILTrainConfig resolves it against `env`; the
-# learning core reads only 'on').
+# run's task may terminate (`task_may_terminate`, which AILTrainConfig sets
+# from its `env`).
 ABSORBING = ('auto', 'on', 'off')
 
 
@@ -80,6 +80,17 @@ class AILConfig:
   bc_decay_steps: int = 10_000
   bc_final_weight: float = 0.0
   absorbing_states: str = 'auto'
+  # Whether the run's task may end in a terminal state: bookkeeping that
+  # AILTrainConfig derives from its env on every construction (so an
+  # overridden env counts), never a setting, nor stored in config.json.
+  task_may_terminate: bool = False
+
+  @property
+  def absorbing(self) -> bool:
+    """Whether this run uses absorbing states ('auto': where the task may
+    terminate)."""
+    return self.absorbing_states == 'on' or (
+        self.absorbing_states == 'auto' and self.task_may_terminate)
 
   def __post_init__(self):
     o = 'AILConfig'
@@ -87,6 +98,9 @@ class AILConfig:
     fields.one_of(o, 'reward', self.reward, REWARDS[self.kind])
     fields.one_of(o, 'input', self.input, INPUTS)
     fields.one_of(o, 'absorbing_states', self.absorbing_states, ABSORBING)
+    if not isinstance(self.task_may_terminate, bool):
+      fields.fail(o, 'task_may_terminate', 'true or false',
+                  self.task_may_terminate)
     object.__setattr__(self, 'layers', fields.layers(o, 'layers', self.layers))
     optimizer_field(o, 'discriminator_optimizer',
                      self.discriminator_optimizer, DUAL_OPTIMIZERS)

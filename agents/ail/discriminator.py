@@ -158,7 +158,7 @@ def _score_normalized(cfg: AILConfig, params: dict, s: jax.Array,
 
 def absorbing(cfg: AILConfig) -> bool:
   """Whether the discriminator and the generator use absorbing states."""
-  return cfg.absorbing_states == 'on'
+  return cfg.absorbing
 
 
 def _absorbing_state(like: jax.Array) -> jax.Array:

@@ -272,10 +272,10 @@ def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
     demos):
   # The bias comes from the generator's episodes ending: demonstrations
   # that always reach the time limit do not rule it out (gym:Hopper with
-  # log_d pays the generator to fall).
+  # log_d and no absorbing states pays the generator to fall).
   cfg = config_lib.apply_overrides(
       resolve.load_named_config('configs/ail.py:tiny'),
-      {'demos': demos, 'ail.reward': 'log_d'})
+      {'demos': demos, 'ail.reward': 'log_d', 'ail.absorbing_states': 'off'})
   record = demos_lib.check_demonstrations(cfg)
   assert record['terminal_transitions'] == 0
   assert demos_lib.terminal_note(record, cfg) is None  # cartpole: time limits only
@@ -446,22 +446,41 @@ def test_resume_refuses_a_checkpoint_saved_under_another_round_plan(
 def test_absorbing_states_are_on_where_the_task_may_terminate(capsys, demos):
   cfg = resolve.load_named_config('configs/ail.py:tiny')
   assert cfg.env == 'cartpole:swingup'
-  assert cfg.ail.absorbing_states == 'off'   # 'auto', resolved: time limits
-  auto = {'ail.absorbing_states': 'auto'}
-  for env, want in [('gym:Pendulum-v1', 'on'), ('lqr:lqr_2_1', 'on'),
-                    ('walker:walk', 'off')]:
-    got = config_lib.apply_overrides(cfg, {**auto, 'env': env})
-    assert got.ail.absorbing_states == want, env
-    # What the run does is what config.json stores.
-    assert config_lib.to_dict(got)['ail']['absorbing_states'] == want
+  assert cfg.ail.absorbing_states == 'auto' and not cfg.ail.absorbing
+  # An overridden env counts, with 'auto' kept as the user's choice.
+  for env, want in [('gym:Pendulum-v1', True), ('lqr:lqr_2_1', True),
+                    ('walker:walk', False)]:
+    got = config_lib.apply_overrides(cfg, {'env': env})
+    assert got.ail.absorbing is want, env
+    stored = config_lib.to_dict(got)['ail']
+    assert stored['absorbing_states'] == 'auto'
+    assert 'task_may_terminate' not in stored   # bookkeeping, not a setting
+    assert config_lib.from_dict(config_lib.to_dict(got)).ail.absorbing is want
+  with pytest.raises(config_lib.ConfigError, match='unknown config field'):
+    config_lib.apply_overrides(cfg, {'ail.task_may_terminate': True})
   # Chosen by the user, kept on any task.
   kept = config_lib.apply_overrides(cfg, {'env': 'gym:Pendulum-v1',
                                           'ail.absorbing_states': 'off'})
-  assert kept.ail.absorbing_states == 'off'
+  assert not kept.ail.absorbing
   on = config_lib.apply_overrides(cfg, {'ail.absorbing_states': 'on'})
+  assert on.ail.absorbing
   record = {'terminal_transitions': 3, 'episodes': 4}
   assert demos_lib.terminal_note(record, on) is None
   assert '--ail.absorbing_states=on' in demos_lib.terminal_note(record, cfg)
+  auto = config_lib.apply_overrides(cfg, {'env': 'gym:Pendulum-v1'})
+  note = demos_lib.terminal_note(record, auto)
+  assert 'auto turns' in note and 'gym:Pendulum-v1' in note, note
+
+
+def test_a_run_stored_before_absorbing_states_resumes_without_them():
+  cfg = config_lib.apply_overrides(
+      resolve.load_named_config('configs/ail.py:tiny'),
+      {'env': 'gym:Pendulum-v1'})
+  data = config_lib.to_dict(cfg)
+  del data['ail']['absorbing_states']
+  assert not config_lib.from_dict(data).ail.absorbing
+  assert config_lib.stored_fields(data)['ail.absorbing_states'] == 'off'
+  assert config_lib.from_dict(config_lib.to_dict(cfg)).ail.absorbing
 
 
 @pytest.mark.parametrize('flags,says', [
