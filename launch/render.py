@@ -16,8 +16,10 @@ the expert's row under the agent's in a .png.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import warnings
 
 import numpy as np
 
@@ -155,12 +157,25 @@ def write_mp4(path: str, frames: list, fps: int) -> None:
         encoded, size, fps=fps, codec='libx264', pix_fmt_in='rgb24',
         pix_fmt_out='yuv420p', macro_block_size=1,
         ffmpeg_log_level='error')
-    writer.send(None)
+    with quiet_fork_warning():
+      writer.send(None)   # starts ffmpeg
     for frame in frames:
       writer.send(np.ascontiguousarray(even(frame)))
     writer.close()
     with open(encoded, 'rb') as src:
       files.write_atomic(path, lambda f: shutil.copyfileobj(src, f))
+
+
+@contextlib.contextmanager
+def quiet_fork_warning():
+  """Silences JAX's warning that a fork in a multithreaded process may
+  deadlock, for a subprocess start: subprocess forks and execs in C, so
+  the child runs no Python and takes no lock (the restored checkpoint has
+  loaded JAX by then)."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', message=r'os\.fork\(\) was called',
+                            category=RuntimeWarning)
+    yield
 
 
 def write_video(path: str, frames: list) -> None:

@@ -86,8 +86,10 @@ def test_render_writes_a_captioned_gif_of_the_policy(run, backend, tmp_path):
 def read_mp4(path):
   """(frames [N, H, W, 3] uint8, (W, H)) as ffmpeg decodes the file."""
   import imageio_ffmpeg
+  from tandem.launch import render
   reader = imageio_ffmpeg.read_frames(str(path))
-  meta = next(reader)
+  with render.quiet_fork_warning():
+    meta = next(reader)   # starts ffmpeg
   w, h = meta['size']
   frames = [np.frombuffer(b, np.uint8).reshape(h, w, 3) for b in reader]
   return np.stack(frames), (w, h)
@@ -101,6 +103,7 @@ def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
     r = _tandem('render', run.root, '--steps', '40', '--every', '4',
                 '--out', str(path))
     assert r.returncode == 0, r.stderr[-2000:]
+    assert 'Warning' not in r.stderr, r.stderr[-2000:]
   frames, size = read_mp4(paths['mp4'])
   assert len(frames) == 40 // 4 + 1 and size == (320, 240 + 18)
   with Image.open(paths['gif']) as gif:
