@@ -119,6 +119,13 @@ def _make_gym_env(env_id: str, render: bool = False) -> Any:
   return gym_env
 
 
+# dm_control domains whose tasks have no time limit of their own: LQR's end
+# only near the origin, so a policy that never gets there would run one
+# endless episode (an evaluator would never finish). They get the suite's
+# usual 1000 control steps (LQR's control step is 0.03 s).
+TIME_LIMITS_S = {'lqr': 1000 * 0.03}
+
+
 def may_terminate(name: str) -> bool:
   """Whether an environment of this name can end an episode in a terminal
   state (discount 0), as far as is known without running it. dm_control's
@@ -177,8 +184,11 @@ def make_environment(name: str, seed: int | None = None,
   _check_dm_control_name(prefix, rest)
   _quiet_rendering()
   from dm_control import suite
-  return NormalizedEnvironment(
-      suite.load(prefix, rest, task_kwargs={'random': seed}))
+  task_kwargs = {'random': seed}
+  if prefix in TIME_LIMITS_S:
+    task_kwargs['time_limit'] = TIME_LIMITS_S[prefix]
+  return NormalizedEnvironment(suite.load(prefix, rest,
+                                          task_kwargs=task_kwargs))
 
 
 def env_dims(env: dm_env.Environment) -> Dims:

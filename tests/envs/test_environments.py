@@ -331,3 +331,18 @@ def test_only_lqr_among_dm_control_tasks_may_terminate():
     assert environments.may_terminate(f'{domain}:{task}') == (
         domain in overriding), (domain, task)
   assert environments.may_terminate('gym:Pendulum-v1')
+
+
+@pytest.mark.parametrize('name', ['lqr:lqr_2_1', 'lqr:lqr_6_2'])
+def test_lqr_episodes_end_at_the_suites_usual_1000_steps(name):
+  # dm_control's LQR has no time limit of its own: a policy that never
+  # reaches the origin (here, zero actions) would step for ever.
+  env = environments.make_environment(name, seed=0)
+  timestep, steps = env.reset(), 0
+  zeros = np.zeros(env.action_spec().shape, np.float32)
+  while not timestep.last() and steps <= 1000:
+    timestep = env.step(zeros)
+    steps += 1
+  assert steps == 1000 and timestep.last()
+  assert timestep.discount == 1.0   # a time limit, not a terminal state
+  assert environments.may_terminate(name)   # it still may, near the origin
