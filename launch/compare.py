@@ -128,8 +128,8 @@ def group_table(groups: dict,
             for g, runs in groups.items()}
   best = (max(float(np.median(f)) for f in finals.values())
           if reference is None else float(reference))
-  reference = next(iter(groups))
-  ref_by_seed = {r.seed: float(r.returns[-1]) for r in groups[reference]
+  first = next(iter(groups))
+  ref_by_seed = {r.seed: float(r.returns[-1]) for r in groups[first]
                  if r.seed is not None}
   rows = []
   for g, runs in groups.items():
@@ -142,7 +142,7 @@ def group_table(groups: dict,
           [first_reaching(r.seconds, r.returns, threshold) for r in runs])
     pairs = [float(r.returns[-1]) - ref_by_seed[r.seed] for r in runs
              if r.seed in ref_by_seed]
-    row['paired'] = (None if g == reference or not pairs else
+    row['paired'] = (None if g == first or not pairs else
                      (float(np.median(pairs)), len(pairs)))
     rows.append(row)
   return rows, best

@@ -117,7 +117,7 @@ def init_params(key, cfg: AILConfig, observation_dim: int,
                 action_dim: int) -> dict:
   """GAIL: {'d'}; AIRL: {'g', 'h'}; each an MLP {'torso', 'head'}. With
   absorbing states every state input has one more column (`_inputs`)."""
-  o, a = observation_dim + int(absorbing(cfg)), action_dim
+  o, a = observation_dim + int(cfg.absorbing), action_dim
   if cfg.kind == 'gail':
     n_in = {'state_action': o + a, 'state_next_state': 2 * o,
             'state': o}[cfg.input]
@@ -156,11 +156,6 @@ def _score_normalized(cfg: AILConfig, params: dict, s: jax.Array,
 # Absorbing states (DAC, Kostrikov et al. 2019, Sec. 4.2).
 
 
-def absorbing(cfg: AILConfig) -> bool:
-  """Whether the discriminator and the generator use absorbing states."""
-  return cfg.absorbing
-
-
 def _absorbing_state(like: jax.Array) -> jax.Array:
   """The absorbing state as the networks see it: [..., O] -> [..., O + 1],
   zeros (the mean state, where inputs are normalised) with the indicator 1."""
@@ -185,7 +180,7 @@ def _inputs(cfg: AILConfig, norm: Normalizer, t: Transitions):
   """
   s = _norm_obs(cfg, norm, t.observation)
   s_next = _norm_obs(cfg, norm, t.next_observation)
-  if not absorbing(cfg):
+  if not cfg.absorbing:
     return s, t.action, s_next, t.discount
   terminal = (t.discount == 0)[..., None]
   s_next = jnp.where(terminal, _absorbing_state(s_next),
@@ -209,13 +204,11 @@ def absorbing_reward(cfg: AILConfig, params: dict, observation_dim: int,
                      action_dim: int, gamma: float) -> jax.Array:
   """The generator's reward for each step in the absorbing state, a scalar:
   `rewards` of its transition, with log π = 0 (see `absorbing_score`)."""
-  z = absorbing_score(cfg, params, observation_dim, action_dim, gamma)
-  if cfg.kind == 'gail':
-    return _gail_reward(cfg, z)
-  if cfg.reward == 'g':
+  if cfg.kind == 'airl' and cfg.reward == 'g':
     s = _absorbing_state(jnp.zeros((observation_dim,), jnp.float32))
     return _g_airl(cfg, params, s, jnp.zeros((action_dim,), jnp.float32))
-  return z
+  z = absorbing_score(cfg, params, observation_dim, action_dim, gamma)
+  return _gail_reward(cfg, z) if cfg.kind == 'gail' else z
 
 
 def score(cfg: AILConfig, params: dict, norm: Normalizer, t: Transitions,
@@ -391,7 +384,7 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   """
   obs_dim = expert.observation.shape[-1]
   act_dim = expert.action.shape[-1]
-  in_dim = obs_dim + int(absorbing(cfg))  # a state as the networks see it
+  in_dim = obs_dim + int(cfg.absorbing)  # a state as the networks see it
 
   # 1. Normalise with statistics that include this batch, so a shift in the
   # agent's state distribution is seen by the step it arrives in.
@@ -413,7 +406,7 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   def loss_fn(params):
     z_e = logits(cfg, params, normalizer, expert, log_pi_expert, gamma)
     z_a = logits(cfg, params, normalizer, agent, log_pi_agent, gamma)
-    if absorbing(cfg):
+    if cfg.absorbing:
       z_abs = absorbing_score(cfg, params, obs_dim, act_dim, gamma)
       z_e_all, w_e = with_absorbing_rows(z_e, expert, z_abs)
       z_a_all, w_a = with_absorbing_rows(z_a, agent, z_abs)
@@ -472,6 +465,6 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
       'discriminator_steps': steps,
       'discriminator_finite': finite,
   }
-  if absorbing(cfg):
+  if cfg.absorbing:
     metrics['d_absorbing'] = jax.nn.sigmoid(z_abs)
   return new_state, metrics

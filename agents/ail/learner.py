@@ -160,7 +160,7 @@ def relabel(mpo_cfg: MPOConfig, ail_cfg: AILConfig,
   r = jax.lax.stop_gradient(r)
   ret = jnp.sum(windows.weights * r, axis=-1) + jax.lax.stop_gradient(
       windows.bootstrap * entropy)
-  if disc.absorbing(ail_cfg):
+  if ail_cfg.absorbing:
     ret = ret + jax.lax.stop_gradient(absorbing_tail(mpo_cfg, ail_cfg,
                                                      d_state, windows))
   batch = Batch(observation=windows.observations[..., 0, :],
