@@ -111,6 +111,18 @@ def add_learner_args(parser) -> None:
   parser.add_argument('--seed', type=int, default=0)
 
 
+def parse_tasks(text: str):
+  """The task names of a comma-separated --tasks, or None where one is not
+  in TASK_SHAPES (named on stderr; the caller exits 2)."""
+  tasks = [t.strip() for t in text.split(',') if t.strip()]
+  unknown = [t for t in tasks if t not in TASK_SHAPES]
+  if unknown:
+    print(f'unknown task(s) {unknown}; known: {list(TASK_SHAPES)}',
+          file=sys.stderr)
+    return None
+  return tasks
+
+
 def layer_sizes(args) -> tuple:
   """(policy_layers, critic_layers) from the parsed --layers and
   --critic_layers."""

@@ -259,13 +259,10 @@ def bench_task(task: str, kinds: list[str], args) -> dict:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
+  tasks = _timing.parse_tasks(args.tasks)
+  if tasks is None:
+    return 2
   kinds = [k.strip() for k in args.kinds.split(',') if k.strip()]
-  for t in tasks:
-    if t not in _timing.TASK_SHAPES:
-      print(f'unknown task {t!r}; known: {list(_timing.TASK_SHAPES)}',
-            file=sys.stderr)
-      return 2
   for k in kinds:
     if k not in KINDS:
       print(f'unknown kind {k!r}; known: {list(KINDS)}', file=sys.stderr)

@@ -3,6 +3,7 @@ device, for the kernels a step launches on an accelerator.
 
     python bench/hlo_ops.py [--tasks cartpole_swingup,walker_walk]
                             [--steps_per_call 10] [--top 12]
+                            [bench/learner.py's other shape flags]
 
 On a GPU a step is bound by the latency of a long chain of small kernels, so
 the number of kernels per step is the figure to drive down. Without an
@@ -150,7 +151,9 @@ def jaxpr_eqns(jaxpr) -> collections.Counter:
 
 def measure(task: str, estep_states: str, args) -> dict:
   obs_dim, act_dim = _timing.TASK_SHAPES[task]
+  policy_layers, critic_layers = _timing.layer_sizes(args)
   cfg = config_lib.replace(config_lib.MPOConfig(), {
+      'policy_layers': policy_layers, 'critic_layers': critic_layers,
       'batch_size': args.batch_size, 'num_samples': args.num_samples,
       'sgd_steps_per_call': args.steps_per_call,
       'estep_states': estep_states})
@@ -171,11 +174,7 @@ def measure(task: str, estep_states: str, args) -> dict:
 
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  p.add_argument('--tasks', default=','.join(_timing.TASK_SHAPES))
-  p.add_argument('--steps_per_call', type=int, default=10)
-  p.add_argument('--batch_size', type=int, default=256)
-  p.add_argument('--num_samples', type=int, default=20)
-  p.add_argument('--seed', type=int, default=0)
+  _timing.add_learner_args(p)
   p.add_argument('--top', type=int, default=12,
                  help='sources listed per count (the rest summed)')
   return p.parse_args(argv)
@@ -200,17 +199,16 @@ def _table(title: str, counts: dict, top: int) -> None:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
-  for t in tasks:
-    if t not in _timing.TASK_SHAPES:
-      print(f'unknown task {t!r}; known: {list(_timing.TASK_SHAPES)}',
-            file=sys.stderr)
-      return 2
+  tasks = _timing.parse_tasks(args.tasks)
+  if tasks is None:
+    return 2
   print('MPO learner: operations per SGD step')
   for line in _timing.environment_lines():
     print('  ' + line)
-  print(f'  setup:       batch={args.batch_size} samples={args.num_samples} '
-        f'default layers and duals, K={args.steps_per_call} steps/call')
+  sizes = _timing.layer_fields(args)
+  print(f'  setup:       batch={args.batch_size} policy={sizes["layers"]} '
+        f'critic={sizes["critic_layers"]} samples={args.num_samples} '
+        f'default duals, K={args.steps_per_call} steps/call')
   payload = {}
   for task in tasks:
     got = {e: measure(task, e, args) for e in ESTEP_STATES}
@@ -225,7 +223,7 @@ def main(argv=None) -> int:
   print()
   return _timing.finish(payload, steps_per_call=args.steps_per_call,
                         batch_size=args.batch_size,
-                        num_samples=args.num_samples)
+                        num_samples=args.num_samples, **sizes)
 
 
 if __name__ == '__main__':

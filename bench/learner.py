@@ -113,12 +113,9 @@ def bench_task(task: str, args) -> dict:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
-  for t in tasks:
-    if t not in _timing.TASK_SHAPES:
-      print(f'unknown task {t!r}; known: {list(_timing.TASK_SHAPES)}',
-            file=sys.stderr)
-      return 2
+  tasks = _timing.parse_tasks(args.tasks)
+  if tasks is None:
+    return 2
   print('MPO learner throughput (SGD steps/s)')
   for line in _timing.environment_lines():
     print('  ' + line)

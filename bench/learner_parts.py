@@ -219,11 +219,8 @@ def bench_task(task: str, args) -> dict:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
-  unknown = [t for t in tasks if t not in _timing.TASK_SHAPES]
-  if unknown:
-    print(f'unknown task(s) {unknown}; known: {list(_timing.TASK_SHAPES)}',
-          file=sys.stderr)
+  tasks = _timing.parse_tasks(args.tasks)
+  if tasks is None:
     return 2
   print('MPO learner step, part by part (ms per SGD step)')
   for line in _timing.environment_lines():
