@@ -82,20 +82,23 @@ def expert_data(rng, size=2000) -> disc.Transitions:
       discount=jnp.zeros(size, jnp.float32))
 
 
-def agent_windows(rng, m, policy, calls: int) -> Windows:
-  """[calls, B] one-step windows acted by `policy` (clipped, as actors do)."""
+def agent_windows(rng, m, policy, calls: int,
+                  ends=lambda a: np.ones(a.shape, bool)) -> Windows:
+  """[calls, B] one-step windows acted by `policy` (clipped, as actors do);
+  `ends(a)` marks the actions that end their episode in a terminal state
+  (by default all: one-step episodes), the others bootstrap with γ."""
   shape = (calls, BATCH, 1)
   s = rng.uniform(-1, 1, shape).astype(np.float32)
   dist = mpo.apply_policy(m, policy, jnp.asarray(s))
   a = np.clip(np.asarray(dist.mean) + np.asarray(dist.stddev) *
               rng.standard_normal(shape), -1, 1).astype(np.float32)
-  zeros = np.zeros(shape, np.float32)
+  d = 1.0 - ends(a).astype(np.float32)
   return jax.tree.map(jnp.asarray, Windows(
       observations=np.stack([s, rng.uniform(-1, 1, shape)], 2).astype(
           np.float32),
-      actions=a[:, :, None], discounts=zeros,
+      actions=a[:, :, None], discounts=d,
       weights=np.ones(shape, np.float32),
-      bootstrap=np.zeros(shape[:2], np.float32), rewards=zeros))
+      bootstrap=m.discount * d[..., 0], rewards=np.zeros(shape, np.float32)))
 
 
 def mean_error(m, state) -> float:
@@ -203,19 +206,8 @@ def terminating_expert(rng, size=2000) -> disc.Transitions:
 
 
 def terminating_windows(rng, m, policy, calls: int) -> Windows:
-  """[calls, B] one-step windows of the terminating task."""
-  shape = (calls, BATCH, 1)
-  s = rng.uniform(-1, 1, shape).astype(np.float32)
-  dist = mpo.apply_policy(m, policy, jnp.asarray(s))
-  a = np.clip(np.asarray(dist.mean) + np.asarray(dist.stddev) *
-              rng.standard_normal(shape), -1, 1).astype(np.float32)
-  d = (a <= 0).astype(np.float32)
-  return jax.tree.map(jnp.asarray, Windows(
-      observations=np.stack([s, rng.uniform(-1, 1, shape)], 2).astype(
-          np.float32),
-      actions=a[:, :, None], discounts=d,
-      weights=np.ones(shape, np.float32),
-      bootstrap=m.discount * d[..., 0], rewards=np.zeros(shape, np.float32)))
+  """[calls, B] one-step windows of the terminating task: a > 0 ends."""
+  return agent_windows(rng, m, policy, calls, ends=lambda a: a > 0)
 
 
 def mean_action(m, state) -> float:
