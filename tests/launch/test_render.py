@@ -120,6 +120,31 @@ def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
   assert not list(tmp_path.glob('.tmp-*'))
 
 
+def test_a_gymnasium_task_renders_at_its_own_size(tmp_path_factory, backend,
+                                                 tmp_path):
+  """gym:Hopper-v5 through gymnasium's rgb_array frames (480 × 480, its
+  default) with the caption band above, into a playable MP4."""
+  root = tmp_path_factory.mktemp('gym_runs')
+  cfg = config_lib.apply_overrides(
+      named.tiny(), {'runs_root': str(root), 'env': 'gym:Hopper-v5'})
+  rd = RunDir(str(root / 'hopper')).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, program.learner_template(cfg),
+      metadata={'counts': {'env_steps': 10}})
+  out = tmp_path / 'hopper.mp4'
+  r = _tandem('render', rd.root, '--steps', '12', '--every', '3',
+              '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'gym:Hopper-v5' in r.stdout and 'Exception' not in r.stderr, r.stderr
+  frames, size = read_mp4(out)
+  assert len(frames) == 12 // 3 + 1 and size == (480, 480 + 18)
+  scene = frames[:, 18:].astype(np.int16)
+  assert len(np.unique(frames[0, 18:].reshape(-1, 3), axis=0)) > 20
+  assert np.abs(scene[0] - scene[-1]).mean() > 0.5  # the hopper moved
+
+
 def test_an_odd_frame_size_is_padded_not_rescaled(tmp_path):
   from tandem.launch import render
   rng = np.random.default_rng(0)
