@@ -9,7 +9,8 @@ time the program has run, all launches); the table gives each group's final
 return and the env steps and wall-clock its runs took to reach 50% and 90%
 of the best group's median final return (or of `--reference`, an expert's
 mean return, say), and, against the first group, the median paired
-difference of final returns over the seeds both have.
+difference of final returns over the seeds both have. All runs must be of
+one task (config.json's `env`): others are refused by name.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Run(NamedTuple):
   steps: np.ndarray     # env steps of each evaluation
   seconds: np.ndarray   # elapsed_s of each evaluation
   returns: np.ndarray   # eval_return of each evaluation
+  task: Optional[str] = None   # config.json's env
 
 
 def _config(path: str) -> dict:
@@ -84,10 +86,27 @@ def read_run(path: str, by: Optional[str]) -> Run:
         rows, file, ('env_steps', 'elapsed_s', 'eval_return'), finite=True)
   except plotting.PlotError as e:
     raise UsageError(str(e)) from e
-  seed = config.get('seed')
+  seed, task = config.get('seed'), config.get('env')
   return Run(path, label_of(path, config, by),
              seed if isinstance(seed, int) else None,
-             *(np.asarray(c, np.float64) for c in (steps, seconds, returns)))
+             *(np.asarray(c, np.float64) for c in (steps, seconds, returns)),
+             task=task if isinstance(task, str) else None)
+
+
+def one_task(runs: list) -> None:
+  """A UsageError naming each task and its runs where the runs are not
+  all of one task: returns of different tasks are not on one scale, and a
+  threshold taken from one would mean nothing for another. A run whose
+  config.json names no env is not judged."""
+  by_task: dict = {}
+  for run in runs:
+    if run.task is not None:
+      by_task.setdefault(run.task, []).append(run.path)
+  if len(by_task) > 1:
+    raise UsageError(
+        'runs of different tasks: ' + '; '.join(
+            f'{task} ({", ".join(paths)})' for task, paths in by_task.items())
+        + '; compare runs of one task')
 
 
 def group(runs: list) -> dict:
@@ -228,6 +247,7 @@ def compare(args) -> int:
     raise UsageError(f'--reference: expected a finite return > 0, got '
                      f'{reference}')
   runs = [read_run(path, args.by) for path in args.run_dirs]
+  one_task(runs)
   groups = group(runs)
   rows, best = group_table(groups, reference)
   print(markdown(rows, best) if reference is None else

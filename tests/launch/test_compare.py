@@ -12,12 +12,13 @@ from tandem.launch import compare
 from tandem.launch import errors
 
 
-def _run(root, name, seed, returns, estep='next', seconds_per_step=0.01):
+def _run(root, name, seed, returns, estep='next', seconds_per_step=0.01,
+         env='cartpole:swingup'):
   """A run directory with a config.json and evaluations every 1000 steps."""
   path = root / name
   (path / 'logs').mkdir(parents=True)
   (path / 'config.json').write_text(json.dumps(
-      {'seed': seed, 'mpo': {'estep_states': estep}}))
+      {'seed': seed, 'env': env, 'mpo': {'estep_states': estep}}))
   log = logs.Logger(str(path / 'logs'), 'evaluator', tensorboard=False)
   for i, r in enumerate(returns):
     log.write({'env_steps': 1000 * i, 'learner_steps': 10 * i,
@@ -146,3 +147,14 @@ def test_thresholds_can_be_fractions_of_a_reference_return(runs, tmp_path,
   assert cli.main(['compare', *runs, '--out', str(out),
                    '--reference', '-1']) == errors.EXIT_BAD_INPUT
   assert '--reference' in capsys.readouterr().err
+
+
+def test_runs_of_different_tasks_are_refused_by_name(runs, tmp_path, capsys):
+  walker = _run(tmp_path, 'w_s0', 0, [0, 10], env='walker:walk')
+  out = tmp_path / 'c.png'
+  rc = cli.main(['compare', runs[0], runs[3], walker, '--out', str(out)])
+  err = capsys.readouterr().err
+  assert rc == errors.EXIT_BAD_INPUT
+  assert (f'cartpole:swingup ({runs[0]}, {runs[3]}); walker:walk ({walker})'
+          in err), err
+  assert not out.exists()
