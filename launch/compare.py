@@ -172,11 +172,16 @@ def _number(v, spec='{:,.0f}') -> str:
 
 
 def markdown(rows: list, best: float,
-             reference: str = "the best group's median final return") -> str:
-  """The table of `group_table`'s rows; `reference` names what `best` is."""
+             reference: str = "the best group's median final return",
+             wall_clock: bool = True) -> str:
+  """The table of `group_table`'s rows; `reference` names what `best` is.
+  wall_clock False leaves out the wall-clock columns (runs whose
+  evaluations carry no elapsed time)."""
   head = ['group', 'runs', 'final return: median [IQR]']
   for fraction in FRACTIONS:
-    head += [f'env steps to {fraction:.0%}', f'wall-clock to {fraction:.0%}']
+    head.append(f'env steps to {fraction:.0%}')
+    if wall_clock:
+      head.append(f'wall-clock to {fraction:.0%}')
   head.append(f'paired Δ final vs {rows[0]["group"]}')
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for row in rows:
@@ -184,8 +189,9 @@ def markdown(rows: list, best: float,
     cells = [row['group'], str(row['runs']),
              f'{q2:.1f} [{q1:.1f}, {q3:.1f}]']
     for fraction in FRACTIONS:
-      cells += [_number(row[f'steps_{fraction}']),
-                _number(row[f'seconds_{fraction}'], '{:,.0f} s')]
+      cells.append(_number(row[f'steps_{fraction}']))
+      if wall_clock:
+        cells.append(_number(row[f'seconds_{fraction}'], '{:,.0f} s'))
     paired = row['paired']
     cells.append('-' if paired is None else
                  f'{paired[0]:+.1f} ({paired[1]} seeds)')

@@ -522,6 +522,20 @@ def reading_note(reference: str = REFERENCE) -> str:
       'config.json is the strategy\'s and the seed\'s are counted.')
 
 
+def compare_table(strategies, cells: list, reference: str) -> str:
+  """`tandem compare`'s table of the counted cells, a group per strategy,
+  `reference` first (the paired differences' base): thresholds of the best
+  strategy's median final return, as above. Evaluations carry no wall-clock
+  time here (records keep env steps and returns), so neither does the
+  table."""
+  order = sorted(strategies, key=lambda s: s != reference)
+  return harness.compare_table({s: [
+      {'seed': c['seed'], 'run_dir': c['source'],
+       'curve': [{'env_steps': x, 'eval_return': y} for x, y in c['curve']]}
+      for c in cells if c['strategy'] == s and c['counted']]
+      for s in order})
+
+
 def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
              cells: list, best, best_median, reference: str = REFERENCE
              ) -> str:
@@ -540,7 +554,9 @@ def markdown(task: str, config_spec: str, budget, strategies, stats: dict,
   lines += [''] + harness.md_table(
       strategy_columns(reference),
       [dict(stats[s], strategy=s) for s in strategies])
-  lines += ['', reading_note(reference), '', harness.code_note(cells), '']
+  lines += ['', reading_note(reference), '', '#### As `tandem compare` puts '
+            'them', '', compare_table(strategies, cells, reference), '',
+            harness.code_note(cells), '']
   lines += harness.md_table(CELL_COLUMNS, cells)
   flagged = [c for c in cells if c['problems']]
   if flagged:

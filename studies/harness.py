@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 from tandem.agents.core.fields import ConfigError
 from tandem.launch import compare
@@ -613,19 +613,22 @@ def median_reached(values: list):
   return compare.median_reached(values)
 
 
-def compare_table(cells_by_variant: dict, reference: float,
-                  reference_name: str) -> str:
-  """`tandem compare`'s table of the study's cells, the variants as groups:
+def compare_table(cells_by_variant: dict, reference: Optional[float] = None,
+                  reference_name: Optional[str] = None) -> str:
+  """`tandem compare`'s table of the study's cells, the variants as groups
+  in the dict's order (the first is the paired differences' base):
   {variant: [{'seed', 'run_dir', 'curve': [{'env_steps', 'elapsed_s',
-  'eval_return'}]}]} -> Markdown, thresholds as fractions of `reference`.
-  Cells without evaluations are left out; a missing elapsed_s is NaN."""
+  'eval_return'}]}]} -> Markdown, thresholds as fractions of `reference`
+  (None: of the best variant's median final return). Cells without
+  evaluations are left out; a missing elapsed_s is NaN, and where no
+  evaluation has one the wall-clock columns are left out."""
   import numpy as np
   groups = {}
   for variant, cells in cells_by_variant.items():
     runs = [compare.Run(
         c['run_dir'], variant, c['seed'],
         np.asarray([p['env_steps'] for p in c['curve']], np.float64),
-        np.asarray([np.nan if p['elapsed_s'] is None else p['elapsed_s']
+        np.asarray([np.nan if p.get('elapsed_s') is None else p['elapsed_s']
                     for p in c['curve']], np.float64),
         np.asarray([p['eval_return'] for p in c['curve']], np.float64))
         for c in cells if c['curve']]
@@ -634,7 +637,10 @@ def compare_table(cells_by_variant: dict, reference: float,
   if not groups:
     return '(no runs)'
   rows, best = compare.group_table(groups, reference)
-  return compare.markdown(rows, best, reference_name)
+  timed = any(np.isfinite(r.seconds).any() for runs in groups.values()
+              for r in runs)
+  names = {} if reference_name is None else {'reference': reference_name}
+  return compare.markdown(rows, best, wall_clock=timed, **names)
 
 
 def spread(values: list) -> dict:

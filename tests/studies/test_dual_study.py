@@ -522,6 +522,29 @@ def test_another_reference_turns_the_pairing_round(study, capsys):
     ds.make_parser().parse_args(['summary', '--reference', 'adam2'])
 
 
+def test_the_report_holds_tandem_compares_table_of_the_counted_cells(
+    study, capsys):
+  """The same cells through `tandem compare`'s table: quartiles of the
+  finals (adam1 200/300/400, adam10 250/350/100), median env steps to 150
+  and 270 (a seed that never got there counting as late), the paired
+  difference against the reference, which comes first; no wall-clock
+  columns (the curves carry no elapsed time)."""
+  rc, out = _summary(study, capsys)
+  assert rc == 0
+  table = out[out.index('#### As `tandem compare` puts them'):]
+  assert ('| group | runs | final return: median [IQR] | env steps to 50% | '
+          'env steps to 90% | paired Δ final vs adam1 |') in table
+  assert '| adam1 | 3 | 300.0 [250.0, 350.0] | 500 | 1,000 | - |' in table
+  assert ('| adam10 | 3 | 250.0 [175.0, 300.0] | 1,000 | - | +50.0 (3 seeds) |'
+          in table)
+  assert "of 300.0, the best group's median final return" in table
+  assert 'wall-clock' not in table.split('\n\n')[1]
+  rc, out = _summary(study, capsys, '--reference', 'adam10')
+  table = out[out.index('#### As `tandem compare` puts them'):]
+  assert table.index('| adam10 | 3 |') < table.index('| adam1 | 3 |')
+  assert '| -50.0 (3 seeds) |' in table
+
+
 def test_summary_files_and_json_line(study, capsys):
   rc, out = _summary(study, capsys)
   assert rc == 0
