@@ -9,7 +9,9 @@ evaluator ─ mean action: true return and learned reward  │
             vs global env steps                          ▼
 learner ─ rounds: D discriminator steps (agent windows vs demonstrations
           held on the learner), then G MPO steps on rewards the current
-          discriminator computes for every step of each window
+          discriminator computes for every step of each window; with
+          ail.discriminator_window N, the discriminator's agent windows come
+          from a second table, `recent`, of the newest N (replay_tables)
 limiter ─ at the env-step budget: learner finish + checkpoint, final eval, stop
 """
 
@@ -21,17 +23,36 @@ from tandem.agents.nodes import ail_acting
 from tandem.agents.ail import learner as ail_learner
 from tandem.agents.nodes import ail_learner_node
 from tandem.agents.mpo import learner as learner_lib
+from tandem.agents.replay import layouts
 from tandem.launch import demos
 from tandem.launch import mpo
 from tandem.launch.config import AILTrainConfig
 from tandem.launch.programs import Program
+
+def replay_tables(tc: AILTrainConfig) -> tuple:
+  """The agent table, and with a discriminator window (N > 0) a second one
+  of the newest N transitions for the discriminator's agent batches. That
+  one is drawn at the pace the round plan sets, so it needs no ratio of its
+  own, and the agent table's ratio becomes the generator's share of
+  `samples_per_insert`: the generator draws as many samples per env step
+  as without the window."""
+  agent, = mpo.replay_tables(tc)
+  window = tc.ail.discriminator_window
+  if not window:
+    return (agent,)
+  share = ail_learner_node.generator_share(tc.ail, tc.mpo.batch_size)
+  return (agent._replace(samples_per_insert=tc.samples_per_insert * share),
+          layouts.TableSpec(layouts.RECENT_TABLE, max_size=window,
+                            min_size=min(window, tc.replay_min_size)))
+
 
 def build_program(tc: AILTrainConfig, run_dir: str, resume: bool = False,
                   *, segment: int = 1):
   return mpo.build_program(tc, run_dir, resume, segment=segment,
                            algorithm=ail_learner_node.ail_algorithm,
                            evaluator_node_cls=ail_acting.AILEvaluatorNode,
-                           window_steps=True, kind='ail')
+                           window_steps=True, kind='ail',
+                           tables=replay_tables(tc))
 
 
 def checkpoint_mismatch(tc: AILTrainConfig, metadata: dict) -> Optional[str]:

@@ -47,30 +47,41 @@ def env_dims(env_name: str) -> learner_lib.Dims:
   return dims
 
 
+def replay_tables(tc: TrainConfig) -> tuple:
+  """The replay node's tables (layouts.TableSpec): one, of every
+  transition, at the run's sample-to-insert ratio."""
+  return (layouts.TableSpec(
+      layouts.TABLE, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
+      samples_per_insert=tc.samples_per_insert,
+      error_buffer=tc.replay_error_buffer),)
+
+
 def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
                   segment: int = 1,
                   algorithm=learner_node.mpo_algorithm,
                   evaluator_node_cls=acting.EvaluatorNode,
-                  window_steps: bool = False, kind: str = 'mpo'):
+                  window_steps: bool = False, kind: str = 'mpo',
+                  tables: Optional[tuple] = None):
   """The program above. The adversarial program (launch/ail.py) is this
-  program with its own learner algorithm, evaluator node and replay rows that
-  keep every step of the n-step sum (`window_steps`). segment: which launch
-  of the run this is (1 first; actors and the evaluator seed from it)."""
+  program with its own learner algorithm, evaluator node, replay rows that
+  keep every step of the n-step sum (`window_steps`) and replay tables
+  (`tables`, layouts.TableSpec; default `replay_tables(tc)`; actors write
+  each row to all of them). segment: which launch of the run this is (1
+  first; actors and the evaluator seed from it)."""
   import launchpad as lp
   dims = env_dims(tc.env)
   layout = layouts.layout_for(dims.observation, dims.action, tc.mpo.n_step,
                              window_steps)
+  specs = replay_tables(tc) if tables is None else tables
+  names = tuple(spec.name for spec in specs)
 
-  def replay_tables():
-    return [layouts.make_table(
-        layout, max_size=tc.replay_max_size, min_size=tc.replay_min_size,
-        samples_per_insert=tc.samples_per_insert,
-        error_buffer=tc.replay_error_buffer)]
+  def replay_tables_fn():
+    return [layouts.table_of(layout, spec) for spec in specs]
 
   program = lp.Program(name=f'tandem-{kind}-{tc.name}')
   with program.group('replay'):
     replay_h = program.add_node(replay_node.ReplayNode(
-        replay_tables, run_dir, tc.replay_checkpoints,
+        replay_tables_fn, run_dir, tc.replay_checkpoints,
         tc.replay_checkpoint_period_s))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(
@@ -84,7 +95,7 @@ def build_program(tc: TrainConfig, run_dir: str, resume: bool = False, *,
     for i in range(tc.num_actors):
       program.add_node(lp.CourierNode(
           acting.ActorNode, tc, i, replay_h, counter, learner, run_dir,
-          window_steps, segment))
+          window_steps, segment, names))
   with program.group('evaluator'):
     evaluator = program.add_node(lp.CourierNode(
         evaluator_node_cls, tc, counter, learner, run_dir, segment))

@@ -80,6 +80,12 @@ class AILConfig:
   bc_decay_steps: int = 10_000
   bc_final_weight: float = 0.0
   absorbing_states: str = 'auto'
+  # Where the discriminator's agent batch comes from: 0, the whole agent
+  # replay (as the generator's); N, uniformly from the newest N transitions
+  # only (a second replay table, first in first out). AIRL's
+  # D = exp f / (exp f + π) holds for samples of the current policy; the
+  # replay holds those of every past one.
+  discriminator_window: int = 0
   # Whether the run's task may end in a terminal state: bookkeeping that
   # AILTrainConfig derives from its env on every construction (so an
   # overridden env counts), never a setting, nor stored in config.json.
@@ -119,6 +125,12 @@ class AILConfig:
     fields.step_count(o, 'generator_steps_per_round',
                 self.generator_steps_per_round)
     fields.step_count(o, 'schedule_horizon', self.schedule_horizon)
+    fields.int_at_least(o, 'discriminator_window', self.discriminator_window,
+                        0)
+    if 0 < self.discriminator_window < self.batch_size:
+      fields.fail(o, 'discriminator_window',
+                  f'0 (the whole replay) or at least batch_size='
+                  f'{self.batch_size} transitions', self.discriminator_window)
     fields.non_negative(o, 'bc_weight', self.bc_weight)
     fields.step_count(o, 'bc_decay_steps', self.bc_decay_steps)
     fields.non_negative(o, 'bc_final_weight', self.bc_final_weight)

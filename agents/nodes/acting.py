@@ -119,13 +119,15 @@ class ActorNode:
 
   def __init__(self, train_config, actor_id: int, replay_client, counter,
                learner, run_dir: str, window_steps: bool = False,
-               segment: int = 1):
+               segment: int = 1, tables: tuple = (layouts.TABLE,)):
     """window_steps: write n-step windows (layouts.WindowLayout) instead of
     summed n-step transitions, for learners that relabel rewards.
-    segment: which launch of the run this is (`launch_seed_path`)."""
+    segment: which launch of the run this is (`launch_seed_path`).
+    tables: the replay tables each row goes to (an item of each)."""
     self._tc = train_config
     self._root = launch_seed_path(train_config.seed, segment)
     self._window_steps = window_steps
+    self._tables = tuple(tables)
     self._id = actor_id
     self._replay_address = replay_client.server_address
     self._counter = counter
@@ -165,7 +167,8 @@ class ActorNode:
                                 cfg.n_step, self._window_steps)
     writers = [adders.make_adder(self._replay_address, layout,
                                  n_step=cfg.n_step, discount=cfg.discount,
-                                 should_stop=stop_requested) for _ in envs]
+                                 should_stop=stop_requested,
+                                 table=self._tables) for _ in envs]
     get_variables = lambda: call(self._learner, 'get_variables')
     actor = actor_lib.Actor(
         cfg, get_variables(),

@@ -16,7 +16,13 @@ table, and the draws are part of the checkpointed state, so a resumed run
 draws exactly the expert batches an uninterrupted one would.
 
 The agent table is sampled by both updates; `samples_per_insert` covers
-both (per round: D·discriminator batch + G·generator batch samples).
+both (per round: D·discriminator batch + G·generator batch samples). With
+a discriminator window (`ail.discriminator_window` N > 0) the
+discriminator's agent batches come from a second table holding the newest N
+transitions instead (launch/ail.py: `replay_tables`), which the round plan
+paces: the agent table's ratio is then the generator's share of
+`samples_per_insert`, so the generator's replay ratio is the same either
+way.
 """
 
 from __future__ import annotations
@@ -35,6 +41,18 @@ from tandem.agents.replay import layouts
 ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
 
 
+def discriminator_table(ail) -> str:
+  """The replay table of the discriminator's agent batches."""
+  return layouts.RECENT_TABLE if ail.discriminator_window else layouts.TABLE
+
+
+def generator_share(ail, generator_batch_size: int) -> float:
+  """The generator's part of the samples a round draws:
+  G·B_gen / (D·B_disc + G·B_gen)."""
+  gen = ail.generator_steps_per_round * generator_batch_size
+  return gen / (ail.discriminator_steps_per_round * ail.batch_size + gen)
+
+
 def ail_algorithm(train_config, dims) -> learner_node.Algorithm:
   """The adversarial learner: discriminator and generator (MPO) calls as the
   round plan says, on the expert demonstrations held on the device, serving
@@ -46,23 +64,24 @@ def ail_algorithm(train_config, dims) -> learner_node.Algorithm:
   expert = ail_learner.expert_transitions(demos)
   windows = layouts.WindowLayout(dims.observation, dims.action, cfg.n_step)
 
-  def update(kind, count, k, b, make, finite, what):
+  def update(kind, count, k, b, make, finite, what, table):
     step = make(cfg, ail)
     return learner_node.Update(
         log=kind, count=count, steps_per_call=k, batch_size=b,
         rows_to_batch=functools.partial(layouts.to_windows, layout=windows,
                                         k=k, b=b),
         apply=lambda state, batch: step(state, batch, expert),
-        finite=finite, what=what)
+        finite=finite, what=what, table=table)
 
   discriminator = update(
       'discriminator', 'discriminator_steps',
       ail.discriminator_steps_per_call, ail.batch_size,
       ail_learner.make_discriminator_update, 'discriminator_finite',
-      'discriminator updates')
+      'discriminator updates', discriminator_table(ail))
   generator = update(
       'learner', 'learner_steps', cfg.sgd_steps_per_call, cfg.batch_size,
-      ail_learner.make_generator_update, 'finite', 'learner updates')
+      ail_learner.make_generator_update, 'finite', 'learner updates',
+      layouts.TABLE)
   def next_update(state) -> tuple:
     """The phase the round plan says is next, and the position it read."""
     before = ail_learner.position(ail, state)

@@ -47,6 +47,7 @@ class Update(NamedTuple):
   apply: Callable[[Any, Any], tuple]
   finite: str           # the metric that says which steps were finite
   what: str             # how a stall names these updates
+  table: str = layouts.TABLE   # the replay table its batches come from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +263,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       u = self._algorithm.updates[i]
       self._streams[i] = streams.BatchStream(
           self._replay_address, u.rows_to_batch,
-          rows_per_call=u.steps_per_call * u.batch_size)
+          rows_per_call=u.steps_per_call * u.batch_size, table=u.table)
     return self._streams[i]
 
   def step(self, timeout: float = 1.0) -> Optional[dict]:

@@ -10,7 +10,7 @@ stays the test oracle.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import dm_env
 import numpy as np
@@ -51,10 +51,11 @@ class _RowWriter:
   structure and wraps every reference on each `append` and `create_item`,
   about 10 µs per transition, half of what writing costs (bench/actor.py);
   a single packed column needs none of it. Flush and end-of-episode keep the
-  wrapper's calls, for their timeout errors.
+  wrapper's calls, for their timeout errors. With several tables each row
+  is an item of each, its data sent and stored once.
   """
 
-  def __init__(self, client, table: str, chunk_length: int):
+  def __init__(self, client, tables: tuple, chunk_length: int):
     from reverb import pybind
     self.writer = client.trajectory_writer(num_keep_alive_refs=chunk_length)
     # Reverb 0.7 has no public handle on the C++ writer this drives directly.
@@ -63,11 +64,12 @@ class _RowWriter:
     # saves for rows of a few hundred bytes.
     self._cpp.ConfigureChunker(0, pybind.ConstantChunkerOptions(
         max_chunk_length=chunk_length, num_keep_alive_refs=chunk_length))
-    self._table = table
+    self._tables = tables
 
   def write(self, row: np.ndarray) -> None:
     (ref,) = self._cpp.Append([row])
-    self._cpp.CreateItem(self._table, 1.0, [[ref]], [True])
+    for table in self._tables:
+      self._cpp.CreateItem(table, 1.0, [[ref]], [True])
 
 
 class _RowAdder:
@@ -75,14 +77,15 @@ class _RowAdder:
   flushed every `flush_every` steps (where the rate limiter blocks an actor,
   in short slices that give up with `Stopped` once `should_stop()` is true;
   each flush waits for a server round trip, so rarely), episodes ended and
-  streams closed. Subclasses turn steps into rows in `_on_step`."""
+  streams closed. Subclasses turn steps into rows in `_on_step`. table: a
+  table's name, or several names (each row an item of every one)."""
 
-  def __init__(self, client, *, table: str = TABLE,
+  def __init__(self, client, *, table: str | Sequence[str] = TABLE,
                should_stop: Callable[[], bool] = lambda: False,
                flush_every: int = 50, max_in_flight_items: int = 25,
                chunk_length: int = 16):
     self._client = client
-    self._table = table
+    self._tables = (table,) if isinstance(table, str) else tuple(table)
     self._should_stop = should_stop
     self._flush_every = flush_every
     self._max_in_flight = max_in_flight_items
@@ -93,7 +96,8 @@ class _RowAdder:
 
   def _ensure_writer(self):
     if self._rows is None:
-      self._rows = _RowWriter(self._client, self._table, self._chunk_length)
+      self._rows = _RowWriter(self._client, self._tables,
+                              self._chunk_length)
       self._flush = _interruptible(self._rows.writer.flush, self._should_stop)
       self._end = _interruptible(self._rows.writer.end_episode,
                                  self._should_stop)
@@ -248,7 +252,8 @@ class WindowAdder(_RowAdder):
 
 def make_adder(server_address: str, layout, *, n_step: int, discount: float,
                should_stop: Callable[[], bool] = lambda: False,
-               flush_every: int = 50, table: str = TABLE) -> _RowAdder:
+               flush_every: int = 50,
+               table: str | Sequence[str] = TABLE) -> _RowAdder:
   """The adder for `layout`: NStepAdder for a TransitionLayout, WindowAdder
   (whose n is the layout's) for a WindowLayout."""
   import reverb

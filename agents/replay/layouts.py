@@ -21,7 +21,7 @@ writing rows is adders.py's, sampling them streams.py's.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -32,6 +32,10 @@ from tandem.agents.core.batches import Batch, Windows
 POLL_MS = 500
 
 TABLE = 'transitions'
+# The newest transitions alone, where a learner asks for them (an
+# adversarial run's discriminator window): a copy of each item, not of its
+# data, which the two tables share.
+RECENT_TABLE = 'recent'
 COLUMN = 'transition'
 
 
@@ -140,15 +144,44 @@ def layout_for(observation_dim: int, action_dim: int, n_step: int,
   return TransitionLayout(observation_dim, action_dim)
 
 
+class TableSpec(NamedTuple):
+  """One replay table, as data: what the replay node builds (`table_of`)
+  and the actors write to.
+
+  samples_per_insert None: no sample-to-insert ratio, only a minimum size
+  before the first sample (a table drawn at a pace another table sets)."""
+  name: str
+  max_size: int
+  min_size: int
+  samples_per_insert: Optional[float] = None
+  error_buffer: float = 0.0
+
+
+def table_of(layout, spec: TableSpec):
+  """The Reverb table `spec` describes: uniform sampling, FIFO removal."""
+  if spec.samples_per_insert is not None:
+    return make_table(layout, max_size=spec.max_size, min_size=spec.min_size,
+                      samples_per_insert=spec.samples_per_insert,
+                      error_buffer=spec.error_buffer, name=spec.name)
+  import reverb
+  return _table(layout, spec.name, spec.max_size,
+                reverb.rate_limiters.MinSize(spec.min_size))
+
+
 def make_table(layout, *, max_size: int, min_size: int,
                samples_per_insert: float, error_buffer: float,
                name: str = TABLE):
   """A Reverb table of packed n-step transitions."""
   import reverb
-  import tensorflow as tf
   limiter = reverb.rate_limiters.SampleToInsertRatio(
       min_size_to_sample=min_size, samples_per_insert=samples_per_insert,
       error_buffer=error_buffer)
+  return _table(layout, name, max_size, limiter)
+
+
+def _table(layout, name: str, max_size: int, limiter):
+  import reverb
+  import tensorflow as tf
   return reverb.Table(
       name=name, sampler=reverb.selectors.Uniform(),
       remover=reverb.selectors.Fifo(), max_size=max_size,

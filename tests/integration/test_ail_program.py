@@ -101,7 +101,10 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
         '--ail.bc_weight=0.5', '--ail.bc_decay_steps=2000',
         # Absorbing states on a task that never terminates: the indicator
         # column goes through every node, checkpoint and resume.
-        '--ail.absorbing_states=on']
+        '--ail.absorbing_states=on',
+        # The discriminator draws from a second table of the newest 64
+        # transitions, which is checkpointed and restored with the first.
+        '--ail.discriminator_window=64']
   r1 = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
                    '--demos', demos, '--launch', 'local_mp', '--runs_root',
                    runs_root, '--name', 'ail', '--env_step_budget=1500'] + lr)
@@ -118,11 +121,17 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   # is logged, and no absorbing row enters the loss.
   assert all(0 < float(r['d_absorbing']) < 1 for r in rows1)
   assert all(float(r['agent_terminal_fraction']) == 0 for r in rows1)
+  items = json.load(open(os.path.join(run_dir, 'checkpoints',
+                                      'replay_checkpoint.json')))['items']
+  assert items['recent'] == 64 and items['transitions'] > 64, items
 
   r2 = run_tandem(['train-ail', '--resume', run_dir, '--launch', 'local_mp',
                    '--env_step_budget=3000'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
+  restored = json.load(open(os.path.join(run_dir, 'checkpoints',
+                                         'replay_restored.json')))['items']
+  assert restored == items, (restored, items)
   # The first launch's final evaluation is kept beside its node logs.
   kept = os.path.join(run_dir, 'nodes', 'segment-1', 'final.json')
   assert json.load(open(kept))['counts'] == first
