@@ -34,14 +34,19 @@ def replay_tables(tc: AILTrainConfig) -> tuple:
   of the newest N transitions for the discriminator's agent batches. That
   one is drawn at the pace the round plan sets, so it needs no ratio of its
   own, and the agent table's ratio becomes the generator's share of
-  `samples_per_insert`: the generator draws as many samples per env step
+  `samples_per_insert` (and its error buffer the same share of
+  `replay_error_buffer`): the generator draws as many samples per env step
   as without the window."""
   agent, = mpo.replay_tables(tc)
   window = tc.ail.discriminator_window
   if not window:
     return (agent,)
   share = ail_learner_node.generator_share(tc.ail, tc.mpo.batch_size)
-  return (agent._replace(samples_per_insert=tc.samples_per_insert * share),
+  ratio = tc.samples_per_insert * share
+  # The error buffer scales with the ratio, so actors may run as many env
+  # steps ahead of the learner as without the window (Reverb's floor kept).
+  buffer = max(tc.replay_error_buffer * share, 2.0 * max(1.0, ratio))
+  return (agent._replace(samples_per_insert=ratio, error_buffer=buffer),
           layouts.TableSpec(layouts.RECENT_TABLE, max_size=window,
                             min_size=min(window, tc.replay_min_size)))
 

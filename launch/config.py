@@ -244,6 +244,12 @@ class AILTrainConfig(TrainConfig):
     _check(self.replay_min_size >= self.ail.batch_size, 'replay_min_size',
            f'a value >= ail.batch_size={self.ail.batch_size}',
            self.replay_min_size)
+    # The window is a part of the replay: a larger one would keep rows the
+    # agent table has dropped, older than any the generator sees.
+    _check(self.ail.discriminator_window <= self.replay_max_size,
+           'ail.discriminator_window',
+           f'at most replay_max_size={self.replay_max_size} (0: the whole '
+           'replay)', self.ail.discriminator_window)
     self._resolve_absorbing_states()
     k = self.mpo.sgd_steps_per_call
     # A call never straddles a phase boundary (see AILConfig).

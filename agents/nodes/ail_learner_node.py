@@ -64,20 +64,21 @@ def ail_algorithm(train_config, dims) -> learner_node.Algorithm:
   expert = ail_learner.expert_transitions(demos)
   windows = layouts.WindowLayout(dims.observation, dims.action, cfg.n_step)
 
-  def update(kind, count, k, b, make, finite, what, table):
+  def update(kind, count, k, b, make, finite, what, table, prefetch=2):
     step = make(cfg, ail)
     return learner_node.Update(
         log=kind, count=count, steps_per_call=k, batch_size=b,
         rows_to_batch=functools.partial(layouts.to_windows, layout=windows,
                                         k=k, b=b),
         apply=lambda state, batch: step(state, batch, expert),
-        finite=finite, what=what, table=table)
+        finite=finite, what=what, table=table, prefetch=prefetch)
 
   discriminator = update(
       'discriminator', 'discriminator_steps',
       ail.discriminator_steps_per_call, ail.batch_size,
       ail_learner.make_discriminator_update, 'discriminator_finite',
-      'discriminator updates', discriminator_table(ail))
+      'discriminator updates', discriminator_table(ail),
+      prefetch=1 if ail.discriminator_window else 2)
   generator = update(
       'learner', 'learner_steps', cfg.sgd_steps_per_call, cfg.batch_size,
       ail_learner.make_generator_update, 'finite', 'learner updates',

@@ -48,6 +48,9 @@ class Update(NamedTuple):
   finite: str           # the metric that says which steps were finite
   what: str             # how a stall names these updates
   table: str = layouts.TABLE   # the replay table its batches come from
+  # Calls' batches read ahead of use (streams.BatchStream): 1 for a table of
+  # the newest rows, whose rows age while they wait.
+  prefetch: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +266,8 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       u = self._algorithm.updates[i]
       self._streams[i] = streams.BatchStream(
           self._replay_address, u.rows_to_batch,
-          rows_per_call=u.steps_per_call * u.batch_size, table=u.table)
+          rows_per_call=u.steps_per_call * u.batch_size, table=u.table,
+          prefetch=u.prefetch)
     return self._streams[i]
 
   def step(self, timeout: float = 1.0) -> Optional[dict]:

@@ -82,13 +82,13 @@ class _RowAdder:
 
   def __init__(self, client, *, table: str | Sequence[str] = TABLE,
                should_stop: Callable[[], bool] = lambda: False,
-               flush_every: int = 50, max_in_flight_items: int = 25,
+               flush_every: int = 50, max_in_flight_rows: int = 25,
                chunk_length: int = 16):
     self._client = client
     self._tables = (table,) if isinstance(table, str) else tuple(table)
     self._should_stop = should_stop
     self._flush_every = flush_every
-    self._max_in_flight = max_in_flight_items
+    self._max_in_flight = max_in_flight_rows
     self._chunk_length = chunk_length
     self._rows: Optional[_RowWriter] = None
     self._obs = None
@@ -137,7 +137,8 @@ class _RowAdder:
       self._obs = next_obs
       self._since_flush += 1
       if self._since_flush >= self._flush_every:
-        self._flush(self._max_in_flight)
+        # Items, not rows: each row is an item of every table.
+        self._flush(self._max_in_flight * len(self._tables))
         self._since_flush = 0
 
   def reset(self) -> None:

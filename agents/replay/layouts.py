@@ -1,9 +1,12 @@
-"""Reverb replay's table and rows: n-step transitions packed one per row.
+"""Reverb replay's tables and rows: n-step transitions packed one per row.
 
-The table samples uniformly, removes FIFO, and is rate-limited by a
+A table samples uniformly, removes FIFO, and is rate-limited by a
 SampleToInsertRatio: the learner cannot sample faster than
 `samples_per_insert` per inserted item (± error_buffer), and actors block on
 insert when the learner falls behind, so a slow learner throttles the actors.
+A program's tables are `TableSpec` values; a second table of the newest rows
+(`RECENT_TABLE`, an adversarial run's discriminator window) has only a
+minimum size, the pace of its draws being set by the learner.
 
 Each item is one n-step transition packed into one float32 row
 (`TransitionLayout`): one column to append, chunk, compress and decode

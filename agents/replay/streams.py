@@ -35,9 +35,13 @@ class BatchStream:
                *, rows_per_call: int, table: str = TABLE, prefetch: int = 2):
     """convert: packed rows [rows_per_call, width] -> what get() returns
     (e.g. `functools.partial(layouts.to_batch, layout=..., discount=...,
-    k=..., b=...)`)."""
+    k=..., b=...)`). prefetch: calls read ahead of use, both queued and
+    requested from Reverb (which samples a row when it is requested), >= 1;
+    a table of the newest rows is best read with 1."""
+    if prefetch < 1:
+      raise ValueError(f'prefetch must be >= 1, got {prefetch}')
     self._convert = convert
-    self._args = (server_address, rows_per_call, table)
+    self._args = (server_address, rows_per_call, table, prefetch)
     self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
     self._error: Optional[BaseException] = None
     self._closed = threading.Event()
@@ -48,7 +52,7 @@ class BatchStream:
   def _run(self):
     try:
       import reverb
-      address, rows, table = self._args
+      address, rows, table, prefetch = self._args
       # Rows sampled but not yet delivered, kept across datasets: the rate
       # limiter has counted them, so dropping them would lose that much of
       # the learner's allowance (with inserts slower than the timeout and a
@@ -61,7 +65,7 @@ class BatchStream:
         # batch); make a new one and go on.
         dataset = reverb.TrajectoryDataset.from_table_signature(
             server_address=address, table=table,
-            max_in_flight_samples_per_worker=2 * rows,
+            max_in_flight_samples_per_worker=prefetch * rows,
             rate_limiter_timeout_ms=layouts.POLL_MS)
         dataset = dataset.batch(rows, drop_remainder=False)
         for sample in dataset.as_numpy_iterator():

