@@ -349,9 +349,11 @@ def summarise(runs_root: str, kinds, demos: str, png=None,
         + (f' and records in {records_dir}' if records_dir else '')
         + f'; expert mean return {expert:.2f} ({source})')
   print_tables(kinds, runs_by_kind, stats, expert)
-  print('\n### As `tandem compare --reference` puts them\n')
-  print(harness.compare_table(runs_by_kind, expert,
-                              "the expert's mean return"))
+  print('\n### As `tandem compare --reference` puts them (finished runs)\n')
+  print(harness.compare_table(
+      {k: [r for r in runs if r['finished']]
+       for k, runs in runs_by_kind.items()},
+      expert, "the expert's mean return"))
   if png:
     write_png(png, kinds, runs_by_kind, expert)
   result = {'task': _one_value([r['task'] for k in kinds
