@@ -52,14 +52,18 @@ run: venv
 	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2 \
 	  --name make_run_$$(date +%Y%m%d_%H%M%S)
 
+# The tests run in a network namespace of their own (scripts/private_network.sh):
+# the Reverb and Courier servers they start bind every interface.
+PRIVATE := scripts/private_network.sh $(PY)
+
 test: venv venv-cloud
-	$(PY) -m pytest -q tests
+	$(PRIVATE) $(PY) -m pytest -q tests
 
 test-slow: venv
-	$(PY) -m pytest -q -m slow tests
+	$(PRIVATE) $(PY) -m pytest -q -m slow tests
 
 test-tooling: venv
-	$(PY) -m pytest -q -m tooling tests
+	$(PRIVATE) $(PY) -m pytest -q -m tooling tests
 
 # The lint tools join .venv (requirements-lint.lock adds packages, changes no
 # pin): the import contract needs the installed `tandem` to find its modules.
