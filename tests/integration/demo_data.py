@@ -12,14 +12,21 @@ from tandem.agents.mpo.config import MPOConfig
 def write_cartpole_demos(path: str, episodes: int = 2) -> str:
   """A random small policy's mean actions on cartpole:swingup, in Tandem's
   demonstration format."""
-  env = environments.make_environment('cartpole:swingup', seed=0)
+  return write_demos(path, 'cartpole:swingup', episodes)
+
+
+def write_demos(path: str, env_name: str, episodes: int = 2) -> str:
+  """A random small policy's mean actions on env_name, in Tandem's
+  demonstration format (on a terminating task, episodes that end in
+  terminal states)."""
+  env = environments.make_environment(env_name, seed=0)
   dims = environments.env_dims(env)
   keys = demonstrations.observation_keys(env)
   env.close()
   cfg = MPOConfig(policy_layers=(8,))
   params = networks.init_policy(jax.random.PRNGKey(0), dims.observation,
                                 dims.action, cfg.policy_layers)
-  demos = demonstrations.collect('cartpole:swingup', params, cfg,
-                                 episodes=episodes, seed=0)
+  demos = demonstrations.collect(env_name, params, cfg, episodes=episodes,
+                                 seed=0)
   demonstrations.save(path, demos, keys)
   return path

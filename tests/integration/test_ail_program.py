@@ -20,7 +20,7 @@ from tandem.configs import ail as named
 from tandem.launch import ail
 from tandem.launch import config as config_lib
 from tests.integration.conftest import processes_mentioning, run_tandem
-from tests.integration.demo_data import write_cartpole_demos
+from tests.integration.demo_data import write_cartpole_demos, write_demos
 
 ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round',
               'elapsed_s')
@@ -216,3 +216,30 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
 
 if __name__ == '__main__':
   absltest.main()
+
+
+def test_a_terminating_gym_task_runs_with_absorbing_states(runs_root,
+                                                           tmp_path):
+  """gym:Hopper-v5 ends an episode when the hopper falls: 'auto' turns the
+  absorbing states on, says so, and both sides' terminal transitions reach
+  the discriminator through every node."""
+  demos = write_demos(str(tmp_path / 'hopper.npz'), 'gym:Hopper-v5',
+                      episodes=4)
+  r = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
+                  '--env', 'gym:Hopper-v5', '--demos', demos,
+                  '--launch', 'local_mp', '--runs_root', runs_root,
+                  '--name', 'hopper', '--env_step_budget=1500'])
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "ail.absorbing_states=auto turns DAC's absorbing states" in r.stdout
+  run_dir = os.path.join(runs_root, 'hopper')
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
+  assert rows
+  assert any(float(row['agent_terminal_fraction']) > 0 for row in rows)
+  assert any(float(row['expert_terminal_fraction']) > 0 for row in rows)
+  assert all(0 < float(row['d_absorbing']) < 1 for row in rows)
+  generator = logs.read_csv(os.path.join(run_dir, 'logs', 'learner.csv'))
+  assert generator and all(float(row['finite']) == 1.0
+                           for row in generator)
+  final = json.load(open(os.path.join(run_dir, 'final.json')))
+  assert final['counts']['env_steps'] >= 1500
+  assert processes_mentioning(run_dir) == []
