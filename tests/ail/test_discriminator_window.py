@@ -149,3 +149,14 @@ def test_the_learner_node_opens_each_stream_on_its_updates_table(
        ail.batch_size},
       {'address': 'localhost:1', 'table': layouts.TABLE, 'prefetch': 2,
        'rows_per_call': tc.mpo.sgd_steps_per_call * tc.mpo.batch_size}]
+
+
+def test_resume_refuses_a_changed_window():
+  """The tables a run's replay checkpoint holds are the ones it started
+  with; a resume that changed the window would restore another program."""
+  from tandem.launch import resuming
+  old = named.airl_cartpole()
+  new = config_lib.apply_overrides(old, {'ail.discriminator_window': 5000})
+  assert 'ail.discriminator_window' not in resuming.RESUMABLE_FIELDS
+  with pytest.raises(ValueError, match='ail\\.discriminator_window'):
+    resuming.check_resume_overrides(old, new)
