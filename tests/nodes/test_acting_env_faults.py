@@ -54,8 +54,8 @@ class _Rows:
   """Stands in for adders._RowWriter: keeps the packed rows."""
   made = []
 
-  def __init__(self, client, table, chunk_length):
-    del client, table, chunk_length
+  def __init__(self, client, tables, chunk_length):
+    del client, tables, chunk_length
     self.rows, self.episodes_ended = [], 0
     self.writer = self
     _Rows.made.append(self)
@@ -84,8 +84,9 @@ def program(tmp_path, monkeypatch):
   monkeypatch.setattr(adders, '_interruptible', lambda call, stop: call)
   monkeypatch.setattr(
       adders, 'make_adder',
-      lambda address, layout, *, n_step, discount, should_stop: \
-          adders.NStepAdder(None, layout, n_step=n_step, discount=discount))
+      lambda address, layout, *, n_step, discount, should_stop, table: \
+          adders.NStepAdder(None, layout, n_step=n_step, discount=discount,
+                            table=table))
   # The stop arrives as soon as an actor has spent its budget and waits.
   monkeypatch.setattr(acting, 'stop_requested', lambda timeout=0.0:
                       timeout > 0)
