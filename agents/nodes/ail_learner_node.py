@@ -41,9 +41,13 @@ from tandem.agents.replay import layouts
 ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round')
 
 
-def discriminator_table(ail) -> str:
-  """The replay table of the discriminator's agent batches."""
-  return layouts.RECENT_TABLE if ail.discriminator_window else layouts.TABLE
+def discriminator_stream(ail) -> dict:
+  """Where the discriminator's agent batches come from, as Update fields:
+  with a window, the table of the newest rows, read one call ahead (its
+  rows age while they wait); else the agent table, as the generator's."""
+  if ail.discriminator_window:
+    return {'table': layouts.RECENT_TABLE, 'prefetch': 1}
+  return {}
 
 
 def generator_share(ail, generator_batch_size: int) -> float:
@@ -64,25 +68,23 @@ def ail_algorithm(train_config, dims) -> learner_node.Algorithm:
   expert = ail_learner.expert_transitions(demos)
   windows = layouts.WindowLayout(dims.observation, dims.action, cfg.n_step)
 
-  def update(kind, count, k, b, make, finite, what, table, prefetch=2):
+  def update(kind, count, k, b, make, finite, what, **stream):
     step = make(cfg, ail)
     return learner_node.Update(
         log=kind, count=count, steps_per_call=k, batch_size=b,
         rows_to_batch=functools.partial(layouts.to_windows, layout=windows,
                                         k=k, b=b),
         apply=lambda state, batch: step(state, batch, expert),
-        finite=finite, what=what, table=table, prefetch=prefetch)
+        finite=finite, what=what, **stream)
 
   discriminator = update(
       'discriminator', 'discriminator_steps',
       ail.discriminator_steps_per_call, ail.batch_size,
       ail_learner.make_discriminator_update, 'discriminator_finite',
-      'discriminator updates', discriminator_table(ail),
-      prefetch=1 if ail.discriminator_window else 2)
+      'discriminator updates', **discriminator_stream(ail))
   generator = update(
       'learner', 'learner_steps', cfg.sgd_steps_per_call, cfg.batch_size,
-      ail_learner.make_generator_update, 'finite', 'learner updates',
-      layouts.TABLE)
+      ail_learner.make_generator_update, 'finite', 'learner updates')
   def next_update(state) -> tuple:
     """The phase the round plan says is next, and the position it read."""
     before = ail_learner.position(ail, state)
