@@ -15,7 +15,11 @@ def require_writable_dir(out: str) -> None:
   """A UsageError naming --out where the directory that would hold it is
   missing or refuses a write: checked with a real write before any long
   work, since os.access does not see every refusal (root-squashed network
-  mounts, ACLs, quotas)."""
+  mounts, ACLs, quotas). An existing directory at `out` is named too: the
+  write at the end would fail on it."""
+  if os.path.isdir(out):
+    raise UsageError(f'--out {out} is a directory; expected the path of a '
+                     'file to write')
   out_dir = os.path.dirname(os.path.abspath(out))
   try:
     with tempfile.TemporaryFile(dir=out_dir):

@@ -14,6 +14,7 @@ from tandem.agents.envs import rendering
 from tandem.agents.runtime.rundir import RunDir
 from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
+from tandem.launch import errors
 from tandem.launch import mpo as program
 from tests import REPO_ROOT
 
@@ -181,6 +182,31 @@ def test_render_refuses_bad_arguments_before_rendering(run, args, named):
   r = _tandem('render', run.root, *args)
   assert r.returncode == 2 and named in r.stderr, r.stderr[-2000:]
   assert 'Traceback' not in r.stderr
+
+
+def test_render_refuses_a_run_without_checkpoints_and_unwritable_outputs(
+    run, tmp_path, capsys):
+  """Each refused before any rendering, exit 2, naming the problem."""
+  from tandem.launch import cli
+  bare = tmp_path / 'bare'
+  bare.mkdir()
+  with open(run.config) as f:
+    (bare / 'config.json').write_text(f.read())
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('')
+  a_dir = tmp_path / 'clip.gif'
+  a_dir.mkdir()
+  cases = [
+      ([str(bare)], 'no learner checkpoint'),
+      ([run.root, '--out', str(a_file / 'x.gif')],
+       'does not exist or is not writable'),
+      ([run.root, '--out', str(a_dir)], 'is a directory'),
+  ]
+  for args, named in cases:
+    assert cli.main(['render', *args]) == errors.EXIT_BAD_INPUT, args
+    assert named in capsys.readouterr().err, args
+  assert not (bare / 'render-latest.gif').exists()
+  assert list(a_dir.iterdir()) == []
 
 
 def test_without_a_gl_back_end_render_says_what_to_install(run, tmp_path):
