@@ -202,9 +202,9 @@ def test_render_refuses_a_run_without_checkpoints_and_unwritable_outputs(
        'does not exist or is not writable'),
       ([run.root, '--out', str(a_dir)], 'is a directory'),
   ]
-  for args, named in cases:
+  for args, why in cases:
     assert cli.main(['render', *args]) == errors.EXIT_BAD_INPUT, args
-    assert named in capsys.readouterr().err, args
+    assert why in capsys.readouterr().err, args
   assert not (bare / 'render-latest.gif').exists()
   assert list(a_dir.iterdir()) == []
 
