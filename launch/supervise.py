@@ -36,8 +36,8 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
   from tandem.agents.runtime import supervision
   built = program.build(cfg, rd.root, resume=resume, segment=segment)
   print(f'run directory: {rd.root}\nlaunching {launch_type} with '
-        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps\n'
-        f'watch it live: tensorboard --logdir {os.path.join(rd.logs, "tb")}')
+        f'{cfg.num_actors} actors; budget {cfg.env_step_budget} env steps'
+        f'{tensorboard_hint(cfg, os.path.join(rd.logs, "tb"))}')
   stop_watch = threading.Event()
   watcher = threading.Thread(target=watch_progress,
                              args=(rd.progress, stop_watch), daemon=True)
@@ -109,6 +109,14 @@ def set_up_launchpad(rd, cfg, nodes_dir: str) -> None:
   from absl import flags
   # Read by Launchpad's worker manager when lp.launch creates it.
   flags.FLAGS.lp_termination_notice_secs = int(math.ceil(cfg.stop_grace_s))
+
+
+def tensorboard_hint(cfg, logdir: str) -> str:
+  """The line that tells how to watch the run in TensorBoard (with its
+  leading line end), or nothing where the run writes no events."""
+  if not cfg.tensorboard:
+    return ''
+  return f'\nwatch it live: tensorboard --logdir {logdir}'
 
 
 def progress_line(progress: dict) -> str:

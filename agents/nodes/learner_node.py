@@ -155,9 +155,6 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
                                  tensorboard=train_config.tensorboard,
                                  required=self._algorithm.log_columns)
                      for u in updates]
-    # TensorBoard gets every 100th row: per-step event writes cost more
-    # than the CSV rows do.
-    self._tb_every = 100 * train_config.learner_log_every
     self._stalls = [stall.StallMonitor(train_config.stall_window,
                                        train_config.max_skipped_fraction,
                                        u.what) for u in updates]
@@ -331,7 +328,7 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
       row.update(per_call)
       row.update(logs.count_columns(counts))
       row[step_key] = int(step)
-      logger.write(row, tensorboard=step % self._tb_every == 0)
+      logger.write(row)
 
   def _save_before_crash(self, error: BaseException) -> None:
     """Best effort: a failing save (the same full disk) is logged, and the

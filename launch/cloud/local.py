@@ -238,8 +238,9 @@ def _launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
         f'{len(started)} replicas in {len(pools)} worker pools '
         f'({"; ".join(f"workerpool{p.index}: {len(p.replicas)} × " + ",".join(p.groups) for p in pools)}); '
         f'budget {cfg.env_step_budget} env steps\nreplica logs: '
-        f'{os.path.join(segment_nodes, "replicas")}\nwatch it live: '
-        f'tensorboard --logdir {os.path.join(rd.logs, "tb")}', flush=True)
+        f'{os.path.join(segment_nodes, "replicas")}'
+        f'{supervise.tensorboard_hint(cfg, os.path.join(rd.logs, "tb"))}',
+        flush=True)
   stop_watch = threading.Event()
   threading.Thread(target=supervise.watch_progress,
                    args=(rd.progress, stop_watch), daemon=True).start()

@@ -163,11 +163,15 @@ def send(python: str, cfg, job: dict, rd: RunDir, segment: int, *,
   from tandem.agents.core import files
   files.write_json_atomic(record, {'job': answer, 'request': payload})
   name = answer['name']
-  print(f"sent: {name} ({answer.get('state')})\n"
-        f"console: {answer.get('console_url')}\n"
-        f'logs: gcloud ai custom-jobs stream-logs {name}\n'
-        f'live: tensorboard --logdir {gs_uri(cfg, cloud_run_dir(cfg))}/logs/tb\n'
-        f'stop: gcloud ai custom-jobs cancel {name} (nodes checkpoint on the '
-        f'way down)\ncontinue: tandem {programs.command_of(type(cfg))} '
-        f'--resume {rd.root} --launch vertex_ai')
+  lines = [f"sent: {name} ({answer.get('state')})",
+           f"console: {answer.get('console_url')}",
+           f'logs: gcloud ai custom-jobs stream-logs {name}']
+  if cfg.tensorboard:
+    lines.append('live: tensorboard --logdir '
+                 f'{gs_uri(cfg, cloud_run_dir(cfg))}/logs/tb')
+  lines += [f'stop: gcloud ai custom-jobs cancel {name} (nodes checkpoint '
+            'on the way down)',
+            f'continue: tandem {programs.command_of(type(cfg))} --resume '
+            f'{rd.root} --launch vertex_ai']
+  print('\n'.join(lines))
   return EXIT_OK

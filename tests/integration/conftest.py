@@ -122,6 +122,23 @@ def listening_addresses(pid: int) -> list:
   return sorted(found)
 
 
+def tensorboard_matches_csv(run_dir, label):
+  """Asserts that the node's TensorBoard events, read as TensorBoard reads
+  them, hold every row of logs/<label>.csv under `<label>/<column>`, at
+  the row's env_steps."""
+  from tensorboard.backend.event_processing import event_accumulator
+  from tandem.agents.runtime import logs
+  rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{label}.csv'))
+  acc = event_accumulator.EventAccumulator(
+      os.path.join(run_dir, 'logs', 'tb', label), size_guidance={'scalars': 0})
+  acc.Reload()
+  columns = set(rows[0]) - {'env_steps', 'wall_time'}
+  assert set(acc.Tags()['scalars']) == {f'{label}/{c}' for c in columns}, \
+      label
+  steps = [e.step for e in acc.Scalars(f'{label}/learner_steps')]
+  assert steps == [int(r['env_steps']) for r in rows], label
+
+
 def processes_mentioning(text):
   """Live processes whose environment or command line mentions `text`."""
   found = []

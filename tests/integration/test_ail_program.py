@@ -19,7 +19,8 @@ from tandem.agents.core import schedules
 from tandem.configs import ail as named
 from tandem.launch import ail
 from tandem.launch import config as config_lib
-from tests.integration.conftest import processes_mentioning, run_tandem
+from tests.integration.conftest import (processes_mentioning, run_tandem,
+                                        tensorboard_matches_csv)
 from tests.integration.demo_data import write_cartpole_demos, write_demos
 
 ROW_COUNTS = ('env_steps', 'learner_steps', 'discriminator_steps', 'round',
@@ -107,10 +108,13 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
         '--ail.discriminator_window=64']
   r1 = run_tandem(['train-ail', '--config', 'configs/ail.py:tiny',
                    '--demos', demos, '--launch', 'local_mp', '--runs_root',
-                   runs_root, '--name', 'ail', '--env_step_budget=1500'] + lr)
+                   runs_root, '--name', 'ail', '--env_step_budget=1500',
+                   '--tensorboard=true'] + lr)
   assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
   assert 'over the time the run has run' in r1.stdout
   run_dir = os.path.join(runs_root, 'ail')
+  for label in ('discriminator', 'learner'):
+    tensorboard_matches_csv(run_dir, label)
   first = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   assert first['rounds'] > 0 and first['discriminator_steps'] > 0
   rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))

@@ -74,3 +74,27 @@ def test_a_row_cut_between_cr_and_lf_is_whole_and_kept(tmp_path):
   rows = logs.read_csv(lg.path)
   assert [r['env_steps'] for r in rows] == [10, 20]
   assert not (tmp_path / 'discarded').exists()
+
+
+def test_tensorboard_holds_every_row_under_the_csv_names(tmp_path):
+  from tensorboard.backend.event_processing import event_accumulator
+  rows = [{'env_steps': 100 * i, 'learner_steps': i, 'loss': 0.5 / (i + 1),
+           'round': 2} for i in range(5)]
+  logs.Logger(str(tmp_path), 'learner').write(rows[0])
+  again = logs.Logger(str(tmp_path), 'learner')  # a resume: a second file
+  for row in rows[1:]:
+    again.write(row)
+  tb = tmp_path / 'tb' / 'learner'
+  assert len(list(tb.glob('events.out.tfevents.*'))) == 2
+  # Read as TensorBoard itself reads it (its record checksums included).
+  acc = event_accumulator.EventAccumulator(str(tb))
+  acc.Reload()
+  columns = set(logs.read_csv(again.path)[0]) - {'env_steps', 'wall_time'}
+  assert set(acc.Tags()['scalars']) == {f'learner/{c}' for c in columns}
+  loss = acc.Scalars('learner/loss')
+  assert [e.step for e in loss] == [r['env_steps'] for r in rows]
+  assert [e.value for e in loss] == pytest.approx(
+      [r['loss'] for r in rows], rel=1e-6)
+  # The event's wall time is the CSV row's.
+  assert [e.wall_time for e in loss] == pytest.approx(
+      [r['wall_time'] for r in logs.read_csv(again.path)])
