@@ -213,7 +213,20 @@ def on_grid(runs: list, axis: str, grid: np.ndarray) -> np.ndarray:
   return out
 
 
-def plot(groups: dict, out: str) -> None:
+def curves(runs: list, axis: str, grid: np.ndarray) -> tuple:
+  """(x, q1, median, q3): the quartiles over `runs` of their returns at the
+  grid points (axis 'steps' or 'seconds'), each point over the runs that
+  reach it; points no run reaches are left out."""
+  values = on_grid(runs, axis, grid)
+  seen = ~np.all(np.isnan(values), axis=0)
+  q1, q2, q3 = np.nanpercentile(values[:, seen], (25, 50, 75), axis=0)
+  return grid[seen], q1, q2, q3
+
+
+def figure(groups: dict):
+  """Each group's median curve and interquartile band against global env
+  steps (left) and wall-clock (right), on 200 points up to the longest
+  run."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -223,17 +236,21 @@ def plot(groups: dict, out: str) -> None:
     end = max(getattr(r, axis)[-1] for runs in groups.values() for r in runs)
     grid = np.linspace(0, end, 200)
     for label, runs in groups.items():
-      values = on_grid(runs, axis, grid)
-      seen = ~np.all(np.isnan(values), axis=0)
-      q1, q2, q3 = np.nanpercentile(values[:, seen], (25, 50, 75), axis=0)
-      line, = ax.plot(grid[seen], q2, label=f'{label} (n={len(runs)})')
-      ax.fill_between(grid[seen], q1, q3, alpha=0.2, color=line.get_color())
+      x, q1, q2, q3 = curves(runs, axis, grid)
+      line, = ax.plot(x, q2, label=f'{label} (n={len(runs)})')
+      ax.fill_between(x, q1, q3, alpha=0.2, color=line.get_color())
     ax.set_xlabel(name)
     ax.set_ylabel('evaluation return')
     ax.grid(alpha=0.3)
   axes[0].legend(fontsize=8)
   fig.suptitle('median and interquartile range over runs')
   fig.tight_layout()
+  return fig
+
+
+def plot(groups: dict, out: str) -> None:
+  fig = figure(groups)
+  import matplotlib.pyplot as plt
   from tandem.agents.core import files
   try:
     files.write_atomic(out, lambda f: fig.savefig(f, format='png', dpi=100))

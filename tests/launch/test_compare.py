@@ -81,6 +81,60 @@ def test_medians_on_a_grid_stop_where_each_run_stops(tmp_path):
   np.testing.assert_allclose(values[1], [0, 10, 20, 30, 40])
 
 
+def test_the_curves_are_quartiles_over_the_runs_that_reach_a_point(runs,
+                                                                   tmp_path):
+  groups = compare.group([compare.read_run(p, None) for p in runs])
+  x, q1, q2, q3 = compare.curves(groups['a'], 'steps',
+                                 np.array([500., 1000., 3000.]))
+  # At 500 steps a's runs are at 20, 25, 15; at 1000 at 40, 50, 30; at
+  # 3000 at 100, 110, 90: quartiles with linear interpolation.
+  np.testing.assert_allclose(x, [500, 1000, 3000])
+  np.testing.assert_allclose(q1, [17.5, 35, 95])
+  np.testing.assert_allclose(q2, [20, 40, 100])
+  np.testing.assert_allclose(q3, [22.5, 45, 105])
+  # Against wall-clock, b_s2 (at half speed) is the only run at 60 s.
+  x, q1, q2, q3 = compare.curves(groups['b'], 'seconds',
+                                 np.array([15., 60.]))
+  # b_s0 and b_s1 evaluate every 10 s, b_s2 every 20 s: at 15 s they are
+  # at 20, 30 and 7.5.
+  np.testing.assert_allclose(q1, [13.75, 40])
+  np.testing.assert_allclose(q2, [20, 40])
+  np.testing.assert_allclose(q3, [25, 40])
+  # A point past every run's end is left out, not drawn at 0 or NaN.
+  short = compare.read_run(_run(tmp_path, 's_s0', 0, [0, 10]), None)
+  long = compare.read_run(_run(tmp_path, 's_s1', 1, [0, 20, 40]), None)
+  x, q1, q2, q3 = compare.curves([short, long], 'steps',
+                                 np.array([1000., 2000., 2500.]))
+  np.testing.assert_allclose(x, [1000, 2000])
+  np.testing.assert_allclose(q1, [12.5, 40])
+  np.testing.assert_allclose(q2, [15, 40])
+  np.testing.assert_allclose(q3, [17.5, 40])
+
+
+def test_the_picture_draws_those_curves_on_both_axes(runs):
+  groups = compare.group([compare.read_run(p, None) for p in runs])
+  fig = compare.figure(groups)
+  try:
+    for ax, axis, end in zip(fig.axes, ('steps', 'seconds'), (3000, 60)):
+      grid = np.linspace(0, end, 200)
+      for line, band, (label, group_runs) in zip(ax.lines, ax.collections,
+                                                 groups.items()):
+        x, q1, q2, q3 = compare.curves(group_runs, axis, grid)
+        assert line.get_label() == f'{label} (n=3)'
+        np.testing.assert_allclose(line.get_xdata(), x)
+        np.testing.assert_allclose(line.get_ydata(), q2)
+        # The band's outline: at each point, from q1 up to q3.
+        vertices = band.get_paths()[0].vertices
+        for xi, lo, hi in zip(x[::20], q1[::20], q3[::20]):
+          ys = vertices[np.isclose(vertices[:, 0], xi), 1]
+          assert ys.min() == pytest.approx(lo)
+          assert ys.max() == pytest.approx(hi)
+      assert len(ax.lines) == len(ax.collections) == 2
+  finally:
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
 def test_compare_prints_the_table_and_writes_the_picture(runs, tmp_path,
                                                          capsys):
   out = tmp_path / 'cmp.png'
