@@ -5,7 +5,8 @@ mpo.estep_states`), or by default the run directory's name without a
 trailing seed (`cartpole_s0`, `cartpole_s1` -> `cartpole`). Each group's
 curve is the median evaluation return over its runs, with the interquartile
 band, against global env steps and against wall-clock (`elapsed_s`: the
-time the program has run, all launches); the table gives each group's final
+time the program has run, all launches), up to where its shortest run
+ends; the table gives each group's final
 return and the env steps and wall-clock its runs took to reach 50% and 90%
 of the best group's median final return (or of `--reference`, an expert's
 mean return, say), and, against the first group, the median paired
@@ -215,12 +216,14 @@ def on_grid(runs: list, axis: str, grid: np.ndarray) -> np.ndarray:
 
 def curves(runs: list, axis: str, grid: np.ndarray) -> tuple:
   """(x, q1, median, q3): the quartiles over `runs` of their returns at the
-  grid points (axis 'steps' or 'seconds'), each point over the runs that
-  reach it; points no run reaches are left out."""
+  grid points (axis 'steps' or 'seconds') that every run reaches. A curve
+  ends where the group's shortest run ends: past it, a "median" of the
+  runs left would jump with each run that drops out (runs of one budget end
+  at different wall-clock times) and speak for the slower runs only."""
   values = on_grid(runs, axis, grid)
-  seen = ~np.all(np.isnan(values), axis=0)
-  q1, q2, q3 = np.nanpercentile(values[:, seen], (25, 50, 75), axis=0)
-  return grid[seen], q1, q2, q3
+  every = ~np.any(np.isnan(values), axis=0)
+  q1, q2, q3 = np.percentile(values[:, every], (25, 50, 75), axis=0)
+  return grid[every], q1, q2, q3
 
 
 def figure(groups: dict):

@@ -81,8 +81,8 @@ def test_medians_on_a_grid_stop_where_each_run_stops(tmp_path):
   np.testing.assert_allclose(values[1], [0, 10, 20, 30, 40])
 
 
-def test_the_curves_are_quartiles_over_the_runs_that_reach_a_point(runs,
-                                                                   tmp_path):
+def test_the_curves_are_quartiles_over_runs_up_to_the_shortest(runs,
+                                                                tmp_path):
   groups = compare.group([compare.read_run(p, None) for p in runs])
   x, q1, q2, q3 = compare.curves(groups['a'], 'steps',
                                  np.array([500., 1000., 3000.]))
@@ -92,23 +92,24 @@ def test_the_curves_are_quartiles_over_the_runs_that_reach_a_point(runs,
   np.testing.assert_allclose(q1, [17.5, 35, 95])
   np.testing.assert_allclose(q2, [20, 40, 100])
   np.testing.assert_allclose(q3, [22.5, 45, 105])
-  # Against wall-clock, b_s2 (at half speed) is the only run at 60 s.
+  # Against wall-clock: b_s0 and b_s1 evaluate every 10 s, b_s2 (at half
+  # speed) every 20 s: at 15 s they are at 20, 30 and 7.5. Past 30 s only
+  # b_s2 goes on, so the curve ends at 30 s.
   x, q1, q2, q3 = compare.curves(groups['b'], 'seconds',
-                                 np.array([15., 60.]))
-  # b_s0 and b_s1 evaluate every 10 s, b_s2 every 20 s: at 15 s they are
-  # at 20, 30 and 7.5.
-  np.testing.assert_allclose(q1, [13.75, 40])
-  np.testing.assert_allclose(q2, [20, 40])
-  np.testing.assert_allclose(q3, [25, 40])
-  # A point past every run's end is left out, not drawn at 0 or NaN.
+                                 np.array([15., 30., 45., 60.]))
+  np.testing.assert_allclose(x, [15, 30])
+  np.testing.assert_allclose(q1, [13.75, 37.5])  # 30 s: 60, 70 and 15
+  np.testing.assert_allclose(q2, [20, 60])
+  np.testing.assert_allclose(q3, [25, 65])
+  # Runs of different lengths: the curve stops at the shorter one's end.
   short = compare.read_run(_run(tmp_path, 's_s0', 0, [0, 10]), None)
   long = compare.read_run(_run(tmp_path, 's_s1', 1, [0, 20, 40]), None)
   x, q1, q2, q3 = compare.curves([short, long], 'steps',
-                                 np.array([1000., 2000., 2500.]))
-  np.testing.assert_allclose(x, [1000, 2000])
-  np.testing.assert_allclose(q1, [12.5, 40])
-  np.testing.assert_allclose(q2, [15, 40])
-  np.testing.assert_allclose(q3, [17.5, 40])
+                                 np.array([500., 1000., 2000.]))
+  np.testing.assert_allclose(x, [500, 1000])
+  np.testing.assert_allclose(q1, [6.25, 12.5])
+  np.testing.assert_allclose(q2, [7.5, 15])
+  np.testing.assert_allclose(q3, [8.75, 17.5])
 
 
 def test_the_picture_draws_those_curves_on_both_axes(runs):
