@@ -28,7 +28,8 @@ from tandem.launch import resolve
 from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
 HEIGHT, WIDTH = 240, 320
-BAND = 18  # pixels of caption above each frame
+BAND = 24  # pixels of caption above each frame
+FONT_SIZES = range(17, 8, -1)  # the largest whose caption fits the frame
 MAX_STRIP = 12  # frames in one .png row
 FRAME_MS = 40   # each frame of an animation: 25 frames/s
 OUTPUTS = ('.gif', '.mp4', '.png')
@@ -87,12 +88,19 @@ def _check_args(args) -> str:
 
 
 def captioned(image: np.ndarray, text: str) -> np.ndarray:
-  """image [H, W, 3] uint8 with a band of `text` above it."""
-  from PIL import Image, ImageDraw
+  """image [H, W, 3] uint8 with a band of `text` above it, in the largest
+  of FONT_SIZES that fits the frame's width (readable where a page shows a
+  strip at two thirds of its size)."""
+  from PIL import Image, ImageDraw, ImageFont
   h, w, _ = image.shape
   canvas = Image.new('RGB', (w, h + BAND), (255, 255, 255))
   canvas.paste(Image.fromarray(image), (0, BAND))
-  ImageDraw.Draw(canvas).text((4, 3), text, fill=(0, 0, 0))
+  draw = ImageDraw.Draw(canvas)
+  for size in FONT_SIZES:
+    font = ImageFont.load_default(size=size)
+    if draw.textlength(text, font=font) <= w - 8:
+      break
+  draw.text((4, 2), text, fill=(0, 0, 0), font=font)
   return np.asarray(canvas)
 
 
@@ -281,7 +289,7 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
     agent, returns = _agent_frames(args, cfg, actor, seed, episodes=1,
                                    label=f'agent, episode {k + 1}')
     env = make(seed, render=True)
-    caption = f'expert (demonstration episode {episode.index})'
+    caption = f'expert demo {episode.index}'
     try:
       replayed = expert_replay.replay(
           env, episode, lambda e, step, total, caption=caption: captioned(

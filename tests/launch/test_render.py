@@ -16,6 +16,7 @@ from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
 from tandem.launch import errors
 from tandem.launch import mpo as program
+from tandem.launch import render
 from tests import REPO_ROOT
 
 
@@ -71,17 +72,17 @@ def test_render_writes_a_captioned_gif_of_the_policy(run, backend, tmp_path):
   assert f'MUJOCO_GL={backend}' in r.stdout and 'ckpt-000000000020' in r.stdout
   with Image.open(out) as gif:
     assert gif.n_frames == 40 // 4 + 1  # steps 0, 4, ..., 40
-    assert gif.size == (320, 240 + 18)
+    assert gif.size == (320, 240 + render.BAND)
     frames = []
     for i in range(gif.n_frames):
       gif.seek(i)
       frames.append(np.asarray(gif.convert('RGB')))
-  scene = [f[18:] for f in frames]
+  scene = [f[render.BAND:] for f in frames]
   # A rendered scene, not a blank: many colours; and it moves.
   assert len(np.unique(scene[0].reshape(-1, 3), axis=0)) > 20
   assert not np.array_equal(scene[0], scene[-1])
   # The caption band changes as the step and return do.
-  assert not np.array_equal(frames[0][:18], frames[-1][:18])
+  assert not np.array_equal(frames[0][:render.BAND], frames[-1][:render.BAND])
 
 
 def read_mp4(path):
@@ -106,7 +107,7 @@ def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
     assert r.returncode == 0, r.stderr[-2000:]
     assert 'Warning' not in r.stderr, r.stderr[-2000:]
   frames, size = read_mp4(paths['mp4'])
-  assert len(frames) == 40 // 4 + 1 and size == (320, 240 + 18)
+  assert len(frames) == 40 // 4 + 1 and size == (320, 240 + render.BAND)
   with Image.open(paths['gif']) as gif:
     stills = []
     for i in range(gif.n_frames):
@@ -116,7 +117,7 @@ def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
   # codecs' losses: its caption band (step, return) is nearest that one's.
   for i, frame in enumerate(frames.astype(np.int16)):
     assert np.abs(frame - stills[i]).mean() < 4, i
-    bands = [np.abs(frame[:18] - s[:18]).mean() for s in stills]
+    bands = [np.abs(frame[:render.BAND] - s[:render.BAND]).mean() for s in stills]
     assert int(np.argmin(bands)) == i, (i, bands)
   assert not list(tmp_path.glob('.tmp-*'))
 
@@ -140,9 +141,9 @@ def test_a_gymnasium_task_renders_at_its_own_size(tmp_path_factory, backend,
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'gym:Hopper-v5' in r.stdout and 'Exception' not in r.stderr, r.stderr
   frames, size = read_mp4(out)
-  assert len(frames) == 12 // 3 + 1 and size == (480, 480 + 18)
-  scene = frames[:, 18:].astype(np.int16)
-  assert len(np.unique(frames[0, 18:].reshape(-1, 3), axis=0)) > 20
+  assert len(frames) == 12 // 3 + 1 and size == (480, 480 + render.BAND)
+  scene = frames[:, render.BAND:].astype(np.int16)
+  assert len(np.unique(frames[0, render.BAND:].reshape(-1, 3), axis=0)) > 20
   assert np.abs(scene[0] - scene[-1]).mean() > 0.5  # the hopper moved
 
 
@@ -234,7 +235,7 @@ def test_a_png_out_is_a_strip_of_the_frames_in_a_row(run, backend, tmp_path):
               '--out', str(out))
   assert r.returncode == 0, r.stderr[-2000:]
   with Image.open(out) as strip:
-    assert strip.size == (4 * 320, 240 + 18)  # steps 0, 10, 20, 30
+    assert strip.size == (4 * 320, 240 + render.BAND)  # steps 0, 10, 20, 30
   r = _tandem('render', run.root, '--steps', '1000', '--every', '10',
               '--out', str(tmp_path / 'long.png'))
   assert r.returncode == 2 and 'at most 12' in r.stderr, r.stderr[-2000:]
@@ -287,7 +288,7 @@ def test_beside_expert_replays_the_demonstration_from_its_start(
   assert float(note.group(6)) < 1e-4
   with Image.open(out) as gif:
     assert gif.n_frames == 1000 // 100 + 1
-    assert gif.size == (2 * 320, 240 + 18)  # the agent left, the expert right
+    assert gif.size == (2 * 320, 240 + render.BAND)  # the agent left, the expert right
     gif.seek(5)
     frame = np.asarray(gif.convert('RGB'))[18:]
   left, right = frame[:, :320], frame[:, 320:]
@@ -306,7 +307,7 @@ def test_beside_expert_png_puts_the_expert_row_under_the_agents(
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'episode 1 (seed 1)' in r.stdout  # the file's second episode
   with Image.open(out) as png:
-    assert png.size == (3 * 320, 2 * (240 + 18))
+    assert png.size == (3 * 320, 2 * (240 + render.BAND))
 
 
 @pytest.fixture(scope='module')
