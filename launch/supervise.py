@@ -8,6 +8,8 @@ import dataclasses
 import json
 import math
 import os
+import shlex
+import shutil
 import sys
 import threading
 import time
@@ -88,6 +90,7 @@ def launch(program: programs.Program, cfg, rd, launch_type: str, *,
       pass
   finally:
     stop_watch.set()
+    watcher.join(timeout=5.0)  # its last line end before the report
     deaths.stop()
   return Outcome(interrupted=False, failed=failed,
                  stop_time=stop_seen[0] if stop_seen else stop_time)
@@ -116,7 +119,21 @@ def tensorboard_hint(cfg, logdir: str) -> str:
   leading line end), or nothing where the run writes no events."""
   if not cfg.tensorboard:
     return ''
-  return f'\nwatch it live: tensorboard --logdir {logdir}'
+  return (f'\nwatch it live: {tensorboard_command()} --logdir '
+          f'{shlex.quote(logdir)}')
+
+
+def tensorboard_command() -> str:
+  """`tensorboard` where the shell finds this environment's; else its path
+  beside this Python (the project's .venv/bin, which `make` does not put on
+  the PATH)."""
+  beside = os.path.join(os.path.dirname(sys.executable), 'tensorboard')
+  on_path = shutil.which('tensorboard')
+  if not os.path.exists(beside) or (
+      on_path and os.path.realpath(on_path) == os.path.realpath(beside)):
+    return 'tensorboard'
+  return shlex.quote(os.path.relpath(beside) if
+                     not os.path.relpath(beside).startswith('..') else beside)
 
 
 def progress_line(progress: dict) -> str:
@@ -141,9 +158,30 @@ def progress_bar(progress: dict, width: int = 24) -> str:
   return f"[{'#' * filled}{'-' * (width - filled)}] {fraction:4.0%}"
 
 
+def terminal_line(progress: dict, columns: int) -> str:
+  """The bar and the status for a terminal `columns` wide, in fewer than
+  `columns` characters (a line that wraps cannot be rewritten in place):
+  the whole status line where it fits, else a shorter bar with env steps,
+  their rate, the last evaluation and the time to the budget, else as much
+  of that as fits."""
+  bar = progress_bar(progress)
+  full = f'{bar} {progress_line(progress)}'
+  if len(full) < columns:
+    return full
+  c = progress['counts']
+  ev, eta = progress.get('last_eval_return'), progress.get('eta_s')
+  short = (f"{progress_bar(progress, width=10)} "
+           f"{c['env_steps']}/{progress['budget']} steps | "
+           f"{progress['env_steps_per_s']:.0f} env/s | "
+           f"eval {'-' if ev is None else f'{ev:.1f}'} | "
+           f"{'-' if eta is None else f'{eta/60:.1f} min'} left")
+  return short[:max(columns - 1, 1)]
+
+
 def watch_progress(path: str, stop: threading.Event, period: float = 5.0):
   """Every `period` s, the run's progress: on a terminal one line with a
-  bar, rewritten in place; elsewhere (a log file, a pipe) a plain line."""
+  bar, rewritten in place and cut to the terminal's width at each update;
+  elsewhere (a log file, a pipe) a plain line."""
   tty = sys.stdout.isatty()
   device_shown = False
   shown = False
@@ -155,12 +193,19 @@ def watch_progress(path: str, stop: threading.Event, period: float = 5.0):
     except (OSError, ValueError, RecursionError, KeyError):
       continue
     if not device_shown and progress.get('learner_device'):
-      print(f"learner device: {progress['learner_device']}", flush=True)
+      # On a terminal it takes the bar's line; the bar follows below it.
+      print(f"{CLEAR_LINE if shown else ''}learner device: "
+            f"{progress['learner_device']}", flush=True)
       device_shown = True
-    if tty:  # \x1b[K clears what a longer line left
-      print(f'\r{progress_bar(progress)} {line}\x1b[K', end='', flush=True)
+    if tty:
+      columns = shutil.get_terminal_size().columns
+      print(f'{CLEAR_LINE}{terminal_line(progress, columns)}', end='',
+            flush=True)
       shown = True
     else:
       print(line, flush=True)
   if shown:
     print(flush=True)  # what follows starts on a line of its own
+
+
+CLEAR_LINE = '\r\x1b[K'  # back to the line's start, then erase it

@@ -242,8 +242,9 @@ def _launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
         f'{supervise.tensorboard_hint(cfg, os.path.join(rd.logs, "tb"))}',
         flush=True)
   stop_watch = threading.Event()
-  threading.Thread(target=supervise.watch_progress,
-                   args=(rd.progress, stop_watch), daemon=True).start()
+  watcher = threading.Thread(target=supervise.watch_progress,
+                             args=(rd.progress, stop_watch), daemon=True)
+  watcher.start()
   first: list = []
   interrupted = False
   stop_time = None
@@ -264,6 +265,7 @@ def _launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
         grace = 0.0
   finally:
     stop_watch.set()
+    watcher.join(timeout=5.0)  # its last line end before the report
     _leave_nothing(started, rd.root, grace)
   return supervise.Outcome(interrupted=interrupted and not first,
                            failed=bool(first), stop_time=stop_time)

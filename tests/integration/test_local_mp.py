@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from tandem.agents.core import checkpointing
 from tandem.agents.runtime import logs
 from tandem.agents.replay import replay_checkpoints
 from tandem.agents.core import schedules
+from tests import REPO_ROOT
 from tests.integration.conftest import (interrupt_after_learner_steps,
                                         listening_addresses,
                                         processes_mentioning, run_tandem,
@@ -27,7 +30,13 @@ def test_small_budget_finishes_with_exit_0_and_leaves_no_process(runs_root):
   run_dir = os.path.join(runs_root, 'smoke')
   assert 'final evaluation return' in r.stdout
   run_tb = os.path.join(runs_root, 'smoke', 'logs', 'tb')
-  assert f'watch it live: tensorboard --logdir {run_tb}' in r.stdout
+  # A command that runs where it is printed (tensorboard may be on the
+  # PATH, or only beside this Python).
+  hint = re.search(r'watch it live: (\S+) --logdir (\S+)\n', r.stdout)
+  assert hint and hint.group(2) == run_tb, r.stdout[:2000]
+  command = hint.group(1)
+  assert (shutil.which(command) if command == 'tensorboard' else
+          os.access(os.path.join(REPO_ROOT, command), os.X_OK)), command
   final = json.load(open(os.path.join(run_dir, 'final.json')))
   assert not os.path.exists(os.path.join(run_dir, 'final.pending.json'))
   assert final['counts']['env_steps'] >= 3000

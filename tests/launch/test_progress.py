@@ -4,9 +4,14 @@ plain lines elsewhere."""
 import json
 import os
 import pty
+import fcntl
+import struct
 import subprocess
 import sys
+import termios
 import tty
+
+import pytest
 
 from tandem.launch import supervise
 
@@ -33,17 +38,21 @@ supervise.watch_progress(sys.argv[1], stop, 0.05)
 """
 
 
-def _watch(tmp_path, on_a_terminal: bool, seconds: float = 1.0) -> str:
+def _watch(tmp_path, on_a_terminal: bool, seconds: float = 1.0,
+           columns: int = 200, progress: dict = PROGRESS) -> str:
   path = tmp_path / 'progress.json'
-  path.write_text(json.dumps(PROGRESS))
+  path.write_text(json.dumps(progress))
   args = [sys.executable, '-c', _WATCHER, str(path), str(seconds)]
+  env = {k: v for k, v in os.environ.items() if k not in ('COLUMNS', 'LINES')}
   if not on_a_terminal:
     done = subprocess.run(args, stdout=subprocess.PIPE, timeout=60,
-                          check=True)
+                          check=True, env=env)
     return done.stdout.decode()
   main, child = pty.openpty()
   tty.setraw(child)  # bytes as written: no \n -> \r\n translation
-  proc = subprocess.Popen(args, stdout=child, close_fds=True)
+  fcntl.ioctl(child, termios.TIOCSWINSZ,
+              struct.pack('HHHH', 24, columns, 0, 0))
+  proc = subprocess.Popen(args, stdout=child, close_fds=True, env=env)
   os.close(child)
   out = b''
   while True:
@@ -59,15 +68,45 @@ def _watch(tmp_path, on_a_terminal: bool, seconds: float = 1.0) -> str:
   return out.decode()
 
 
+def _updates(text: str) -> list:
+  """What each in-place update drew: the text after each line clear."""
+  return [u.rstrip('\n') for u in text.split(supervise.CLEAR_LINE)[1:]]
+
+
 def test_on_a_terminal_one_line_is_rewritten_in_place(tmp_path):
   text = _watch(tmp_path, on_a_terminal=True)
-  updates = text.split('\r')[1:]
+  updates = _updates(text)
   assert len(updates) >= 3
-  assert all(u.startswith('[#########---------------]  38% env steps')
-             for u in updates)
-  assert all(u.rstrip('\n').endswith('\x1b[K') for u in updates)
+  assert all(u == '[#########---------------]  38% ' +
+             supervise.progress_line(PROGRESS) for u in updates)
   assert '52.0 s' not in text and '0.9 min' in text  # time to the budget
   assert text.count('\n') == 1 and text.endswith('\n')  # once, at the end
+
+
+@pytest.mark.parametrize('columns', [80, 30])
+def test_on_a_narrow_terminal_the_line_never_wraps(tmp_path, columns):
+  # A line as wide as the terminal wraps, and \r then returns to its
+  # last row only: every update would add a row.
+  adversarial = dict(PROGRESS, counts={'env_steps': 3750,
+                                       'discriminator_steps': 90},
+                     discriminator_steps_per_s=2.0)
+  updates = _updates(_watch(tmp_path, on_a_terminal=True, columns=columns,
+                            progress=adversarial))
+  assert len(updates) >= 3
+  assert all(len(u) < columns for u in updates), updates[0]
+  if columns >= 80:  # what matters most is all there
+    assert updates[0].startswith('[####------]  38% 3750/10000 steps')
+    assert 'eval 321.5' in updates[0] and '0.9 min left' in updates[0]
+
+
+def test_the_learner_device_gets_a_line_of_its_own(tmp_path):
+  progress = dict(PROGRESS, learner_device='cuda:0')
+  text = _watch(tmp_path, on_a_terminal=True, progress=progress)
+  lines = text.split('\n')
+  assert lines[0].endswith('learner device: cuda:0')
+  assert lines.count('') == 1 and text.count('learner device') == 1
+  # ... above the bar, which goes on updating below it.
+  assert len(_updates(lines[1])) >= 2
 
 
 def test_elsewhere_each_update_is_a_plain_line(tmp_path):
