@@ -219,7 +219,9 @@ def render_run(args) -> int:
   program = programs.for_config(cfg)
   checkpoint = pick_checkpoint(rd, args.checkpoint)
   try:
-    backend = rendering.choose_backend()
+    backend = (f'MUJOCO_GL={rendering.choose_backend()}'
+               if rendering.needs_mujoco_gl(cfg.env) else
+               "gymnasium's own renderer")
   except rendering.RenderingUnavailable as e:
     raise UsageError(f'tandem render: {e}') from e
   try:
@@ -243,7 +245,7 @@ def render_run(args) -> int:
   else:
     write_video(out, frames)
   print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
-        f'{cfg.env} from {checkpoint} (MUJOCO_GL={backend}); returns '
+        f'{cfg.env} from {checkpoint} ({backend}); returns '
         + ', '.join(f'{r:.1f}' for r in returns))
   return EXIT_OK
 
@@ -313,6 +315,6 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
   else:
     write_video(out, gif)
   print(f'{out}: {len(gif)} frames of {len(episodes)} episode(s) of '
-        f'{cfg.env} from {checkpoint}, beside {path} (MUJOCO_GL={backend})\n'
+        f'{cfg.env} from {checkpoint}, beside {path} ({backend})\n'
         + '\n'.join(notes))
   return EXIT_OK

@@ -70,6 +70,21 @@ def choose_backend(candidates: Optional[Sequence[str]] = None) -> str:
       f'{PACKAGES.get(candidates[0], "libegl1")}`')
 
 
+def needs_mujoco_gl(name: str) -> bool:
+  """Whether the environment `name` ("domain:task" or "gym:<id>") draws
+  through MuJoCo, so that a back end must be chosen first: every dm_control
+  task, and the gymnasium ids whose registry entry point is one of its
+  MuJoCo environments. Others (gymnasium's classic control) draw with
+  their own renderer (pygame)."""
+  prefix, _, env_id = name.partition(':')
+  if prefix != 'gym':
+    return True
+  import gymnasium
+  spec = gymnasium.registry.get(env_id)
+  entry = getattr(spec, 'entry_point', '')
+  return not isinstance(entry, str) or 'mujoco' in entry
+
+
 def frame(env, height: int, width: int) -> np.ndarray:
   """The current frame of a `make_environment(..., render=True)`
   environment: [height, width, 3] uint8. dm_control renders at the size
@@ -80,7 +95,15 @@ def frame(env, height: int, width: int) -> np.ndarray:
     return np.asarray(physics.render(height, width, camera_id=0), np.uint8)
   gym_env = getattr(inner, 'gym_env', None)
   if gym_env is not None:
-    image = gym_env.render()
+    import gymnasium
+    os.environ.setdefault('PYGAME_HIDE_SUPPORT_PROMPT', '1')
+    try:
+      image = gym_env.render()
+    except gymnasium.error.DependencyNotInstalled as e:
+      hint = ('; requirements.lock pins pygame for these tasks, and '
+              '`make venv` installs it' if 'pygame' in str(e) else '')
+      raise RenderingUnavailable(
+          f'gymnasium cannot draw it here: {e}{hint}') from e
     if image is None:
       raise RenderingUnavailable(
           'this gymnasium environment renders no rgb_array frames')

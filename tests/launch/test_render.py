@@ -147,6 +147,58 @@ def test_a_gymnasium_task_renders_at_its_own_size(tmp_path_factory, backend,
   assert np.abs(scene[0] - scene[-1]).mean() > 0.5  # the hopper moved
 
 
+@pytest.fixture(scope='module')
+def pendulum_run(tmp_path_factory):
+  """A run directory of gym:Pendulum-v1 (drawn by pygame, not MuJoCo)."""
+  root = tmp_path_factory.mktemp('pendulum_runs')
+  cfg = config_lib.apply_overrides(
+      named.tiny(), {'runs_root': str(root), 'env': 'gym:Pendulum-v1'})
+  rd = RunDir(str(root / 'pendulum')).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  checkpointing.save_numbered(
+      rd.learner_checkpoints, 10, program.learner_template(cfg),
+      metadata={'counts': {'env_steps': 10}})
+  return rd
+
+
+def test_a_task_mujoco_does_not_draw_needs_no_gl_back_end(pendulum_run,
+                                                          tmp_path):
+  # No MuJoCo back end works with this MUJOCO_GL; Pendulum needs none.
+  out = tmp_path / 'pendulum.png'
+  r = _tandem('render', pendulum_run.root, '--steps', '6', '--every', '3',
+              '--out', str(out), env={'MUJOCO_GL': 'no_such_backend'})
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert "gymnasium's own renderer" in r.stdout
+  assert 'pygame' not in r.stdout  # its greeting kept off the output
+  from PIL import Image
+  strip = np.asarray(Image.open(out).convert('RGB'))
+  assert strip.shape == (500 + render.BAND, 3 * 500, 3)  # steps 0, 3, 6
+  assert len(np.unique(strip[render.BAND:, :500].reshape(-1, 3),
+                       axis=0)) > 2  # the pendulum, not a blank frame
+
+
+def test_a_missing_drawing_library_is_named_not_a_traceback(pendulum_run,
+                                                            tmp_path):
+  # pygame made unimportable: gymnasium says it is needed, render exits 2.
+  (tmp_path / 'fake').mkdir()
+  (tmp_path / 'fake' / 'pygame.py').write_text(
+      'raise ImportError("no pygame here")\n')
+  out = tmp_path / 'pendulum.png'
+  r = _tandem('render', pendulum_run.root, '--steps', '3', '--out',
+              str(out), env={'PYTHONPATH': str(tmp_path / 'fake')})
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert 'gym:Pendulum-v1' in r.stderr and 'pygame' in r.stderr
+  assert 'Traceback' not in r.stderr and not out.exists()
+
+
+def test_which_tasks_draw_through_mujoco():
+  assert rendering.needs_mujoco_gl('cartpole:swingup')
+  assert rendering.needs_mujoco_gl('gym:Hopper-v5')
+  assert not rendering.needs_mujoco_gl('gym:Pendulum-v1')
+  assert not rendering.needs_mujoco_gl('gym:MountainCarContinuous-v0')
+
+
 def test_an_odd_frame_size_is_padded_not_rescaled(tmp_path):
   from tandem.launch import render
   rng = np.random.default_rng(0)
