@@ -143,7 +143,9 @@ def group_table(groups: dict,
   env steps and wall-clock to each fraction of the reference return,
   median paired difference of finals against the first group), and that
   reference: `reference` where given (an expert's mean return, say), else
-  the best group's median final return."""
+  the best group's median final return. Where that is not above 0 the
+  times are None: a fraction of a return ≤ 0 lies above it, not on the way
+  to it (`has_thresholds`)."""
   finals = {g: [float(r.returns[-1]) for r in runs]
             for g, runs in groups.items()}
   best = (max(float(np.median(f)) for f in finals.values())
@@ -156,6 +158,9 @@ def group_table(groups: dict,
     row = {'group': g, 'runs': len(runs), 'final': quartiles(finals[g])}
     for fraction in FRACTIONS:
       threshold = fraction * best
+      if not has_thresholds(best):
+        row[f'steps_{fraction}'] = row[f'seconds_{fraction}'] = None
+        continue
       row[f'steps_{fraction}'] = median_reached(
           [first_reaching(r.steps, r.returns, threshold) for r in runs])
       row[f'seconds_{fraction}'] = median_reached(
@@ -168,6 +173,11 @@ def group_table(groups: dict,
   return rows, best
 
 
+def has_thresholds(best: float) -> bool:
+  """Whether fractions of `best` are levels a learning curve climbs to."""
+  return best > 0
+
+
 def _number(v, spec='{:,.0f}') -> str:
   return '-' if v is None else spec.format(v)
 
@@ -177,9 +187,11 @@ def markdown(rows: list, best: float,
              wall_clock: bool = True) -> str:
   """The table of `group_table`'s rows; `reference` names what `best` is.
   wall_clock False leaves out the wall-clock columns (runs whose
-  evaluations carry no elapsed time)."""
+  evaluations carry no elapsed time). Where `best` is not above 0 the
+  threshold columns are left out and the note says why."""
+  fractions = FRACTIONS if has_thresholds(best) else ()
   head = ['group', 'runs', 'final return: median [IQR]']
-  for fraction in FRACTIONS:
+  for fraction in fractions:
     head.append(f'env steps to {fraction:.0%}')
     if wall_clock:
       head.append(f'wall-clock to {fraction:.0%}')
@@ -189,7 +201,7 @@ def markdown(rows: list, best: float,
     q1, q2, q3 = row['final']
     cells = [row['group'], str(row['runs']),
              f'{q2:.1f} [{q1:.1f}, {q3:.1f}]']
-    for fraction in FRACTIONS:
+    for fraction in fractions:
       cells.append(_number(row[f'steps_{fraction}']))
       if wall_clock:
         cells.append(_number(row[f'seconds_{fraction}'], '{:,.0f} s'))
@@ -197,9 +209,15 @@ def markdown(rows: list, best: float,
     cells.append('-' if paired is None else
                  f'{paired[0]:+.1f} ({paired[1]} seeds)')
     lines.append('| ' + ' | '.join(cells) + ' |')
-  lines.append(f'\nthresholds: {", ".join(f"{f:.0%}" for f in FRACTIONS)} of '
-               f'{best:.1f}, {reference}; a time is the median over runs, '
-               '"-" where half or more never got there')
+  if fractions:
+    lines.append(f'\nthresholds: {", ".join(f"{f:.0%}" for f in fractions)} '
+                 f'of {best:.1f}, {reference}; a time is the median over '
+                 'runs, "-" where half or more never got there')
+  else:
+    lines.append(f'\nno thresholds: {reference} is {best:.1f}, and a '
+                 'fraction of a return not above 0 lies above it, not on the '
+                 'way to it; --reference RETURN (> 0) sets one where a '
+                 'positive return means something')
   return '\n'.join(lines)
 
 

@@ -204,6 +204,23 @@ def test_thresholds_can_be_fractions_of_a_reference_return(runs, tmp_path,
   assert '--reference' in capsys.readouterr().err
 
 
+def test_without_a_positive_return_no_threshold_is_made_up(tmp_path,
+                                                          capsys):
+  # Pendulum-like returns: the best group's median final is -150, and
+  # "90% of it" (-135) would lie above every curve.
+  runs = [_run(tmp_path, f'p_s{i}', i, [-1200, -600 + 10 * i, -150 + i])
+          for i in range(3)]
+  out = tmp_path / 'cmp.png'
+  assert cli.main(['compare', *runs, '--out', str(out)]) == errors.EXIT_OK
+  printed = capsys.readouterr().out
+  assert '| p | 3 | -149.0 [-149.5, -148.5] | - |' in printed
+  assert 'env steps to' not in printed and 'wall-clock to' not in printed
+  assert 'no thresholds' in printed and '-149.0' in printed
+  rows, best = compare.group_table(
+      compare.group([compare.read_run(p, None) for p in runs]))
+  assert best == -149.0 and rows[0]['steps_0.5'] is None
+
+
 def test_runs_of_different_tasks_are_refused_by_name(runs, tmp_path, capsys):
   walker = _run(tmp_path, 'w_s0', 0, [0, 10], env='walker:walk')
   out = tmp_path / 'c.png'
