@@ -10,6 +10,7 @@ import time
 from absl.testing import absltest
 import launchpad as lp
 import numpy as np
+import pytest
 
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import learner as ail_learner
@@ -216,6 +217,19 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   # The plan its rounds were counted under, for a later resume to check.
   assert checkpointing.read_metadata(latest)['round_plan'] == \
       ail_learner.plan_record(named.tiny().ail)
+  # The generator as the run left it, drawn from the checkpoint the run
+  # wrote: two episodes of 4 steps, each at steps 0, 2 and 4.
+  gif = tmp_path / 'generator.gif'
+  r5 = run_tandem(['render', run_dir, '--steps', '4', '--every', '2',
+                   '--episodes', '2', '--out', str(gif)],
+                  env={'MUJOCO_GL': ''})  # '' lets render choose
+  if r5.returncode == 2 and 'no OpenGL back end renders' in r5.stderr:
+    pytest.skip(f'nothing renders on this machine: {r5.stderr[-500:]}')
+  assert r5.returncode == 0, r5.stderr[-2000:]
+  assert os.path.basename(latest) in r5.stdout
+  from PIL import Image
+  with Image.open(gif) as image:
+    assert image.n_frames == 2 * 3 and image.size[0] == 320
 
 
 if __name__ == '__main__':
