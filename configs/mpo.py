@@ -9,7 +9,8 @@ import dataclasses
 from tandem.agents.mpo.config import MPOConfig, OptimizerConfig
 from tandem.launch.config import TrainConfig
 
-CONFIGS = ('cartpole', 'make_run', 'walker', 'walker_stand', 'tiny')
+CONFIGS = ('cartpole', 'make_run', 'point_mass', 'walker', 'walker_stand',
+           'tiny')
 
 
 def learner(**kw) -> MPOConfig:
@@ -83,6 +84,15 @@ def make_run() -> TrainConfig:
                      env_step_budget=100_000,
                      samples_per_insert=CARTPOLE_SAMPLES_PER_INSERT,
                      mpo=learner())
+
+
+def point_mass() -> TrainConfig:
+  """dm_control point_mass:easy, a precision task (reward only near a small
+  target, wherever it starts): `make_run`'s settings over 150k env steps.
+  Its seed-0 run is the expert of tests/data/point_mass_easy_expert.npz
+  (BENCHMARKS.md, Experts of Tandem's own)."""
+  return dataclasses.replace(make_run(), name='point_mass_easy',
+                             env='point_mass:easy', env_step_budget=150_000)
 
 
 def walker() -> TrainConfig:
