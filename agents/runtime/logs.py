@@ -111,10 +111,9 @@ class EventFile:
   Written here in TensorBoard's record format (tensorboard's RecordWriter:
   length, masked CRC-32C, serialized Event, masked CRC-32C) rather than
   through tf.summary, which costs over ten times as much per row in eager
-  mode (docs/operations.md) and needs TensorFlow in every node; a new file
-  per writer, in the
-  name scheme TensorBoard reads (events.out.tfevents.<time>.<host>...),
-  opened without following a link.
+  mode (docs/operations.md) and needs TensorFlow in every node. A new file
+  per writer, named as TensorBoard expects (events.out.tfevents.<time>.
+  <host>...), opened without following a link.
   """
 
   def __init__(self, directory: str):
