@@ -33,6 +33,7 @@ from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail.config import AILConfig
 from tandem.agents.core import checkpointing
 from tandem.agents.core.batches import Batch, Windows
+from tandem.agents.core import trees
 from tandem.agents.mpo import learner as mpo_learner
 from tandem.agents.mpo import networks
 from tandem.agents.mpo.config import MPOConfig
@@ -298,7 +299,7 @@ def make_generator_update(mpo_cfg: MPOConfig, ail_cfg: AILConfig):
   """jit(update(state, windows [K, B, ...], expert_data [T])) -> (state,
   metrics [K])."""
   def update(state, windows, expert_data):
-    return jax.lax.scan(
+    return trees.scan_stacked(
         lambda s, w: generator_step(mpo_cfg, ail_cfg, s, w, expert_data),
         state, windows)
   return jax.jit(update, donate_argnums=(0,))
@@ -308,7 +309,7 @@ def make_discriminator_update(mpo_cfg: MPOConfig, ail_cfg: AILConfig):
   """jit(update(state, windows [K, B, ...], expert_data [T])) -> (state,
   metrics [K])."""
   def update(state, windows, expert_data):
-    return jax.lax.scan(
+    return trees.scan_stacked(
         lambda s, w: discriminator_step(mpo_cfg, ail_cfg, s, w, expert_data),
         state, windows)
   return jax.jit(update, donate_argnums=(0,))

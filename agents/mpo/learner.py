@@ -360,8 +360,8 @@ def make_update(cfg: MPOConfig, all_steps_metrics: bool = False):
   """
   def update(state: LearnerState, batches: Batch):
     skipped0 = state.skipped
-    state, metrics = jax.lax.scan(lambda s, b: sgd_step(cfg, s, b), state,
-                                  batches)
+    state, metrics = trees.scan_stacked(lambda s, b: sgd_step(cfg, s, b),
+                                        state, batches)
     if not all_steps_metrics:
       metrics = jax.tree_util.tree_map(lambda x: x[-1], metrics)
     metrics['skipped_in_call'] = state.skipped - skipped0

@@ -56,3 +56,39 @@ def test_one_reduction_where_the_per_leaf_test_has_one_per_leaf():
     return sum(' reduce(' in line for line in text.splitlines())
   assert reductions(trees.all_finite) == 1
   assert reductions(per_leaf_all_finite) >= 12
+
+
+def _step(carry, x):
+  """A loop step with metrics of every kind a learner step has: float,
+  int and bool scalars (one a Python-typed constant) and a vector."""
+  carry = carry + x
+  return carry, {'loss': jnp.sum(carry) * 0.5, 'steps': jnp.int32(3) + 1,
+                 'finite': jnp.all(jnp.isfinite(carry)),
+                 'epsilon_used': jnp.float32(0.1), 'per_dim': carry * 2.0,
+                 'big_count': jnp.int32(2**30) + jnp.int32(x[0] > 0)}
+
+
+def test_scan_stacked_gives_what_scan_gives():
+  xs = jnp.asarray(np.random.default_rng(0).normal(size=(5, 3)), jnp.float32)
+  state0 = jnp.zeros(3, jnp.float32)
+  want_state, want = jax.lax.scan(_step, state0, xs)
+  got_state, got = jax.jit(lambda s, x: trees.scan_stacked(_step, s, x))(
+      state0, xs)
+  np.testing.assert_array_equal(got_state, want_state)
+  assert set(got) == set(want)
+  for name in want:  # same values, bit for bit, and the same dtypes
+    assert got[name].dtype == want[name].dtype, name
+    assert got[name].shape == want[name].shape, name
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_scan_stacked_writes_one_output_per_dtype():
+  xs = jnp.ones((4, 3), jnp.float32)
+
+  def updates(scan):
+    text = jax.jit(lambda s, x: scan(_step, s, x)).lower(
+        jnp.zeros(3), xs).as_text()
+    return text.count('dynamic_update_slice')
+  # float32, int32, bool and the vector: four, where scan writes six.
+  assert updates(trees.scan_stacked) == 4
+  assert updates(jax.lax.scan) == 6

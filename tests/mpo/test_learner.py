@@ -71,16 +71,31 @@ def test_k_steps_per_call_equal_k_single_calls():
   batches = _batch(k=3)
   update = learner.make_update(cfg)
   s_multi, m = update(learner.init(cfg, DIMS, 0), batches)
+  _, every = learner.make_update(cfg, all_steps_metrics=True)(
+      learner.init(cfg, DIMS, 0), batches)
   s_single = learner.init(cfg, DIMS, 0)
   step = jax.jit(lambda s, b: learner.sgd_step(cfg, s, b))
+  singles = []
   for i in range(3):
-    s_single, _ = step(s_single, jax.tree_util.tree_map(lambda x, i=i: x[i],
-                                                        batches))
+    s_single, m_i = step(s_single, jax.tree_util.tree_map(
+        lambda x, i=i: x[i], batches))
+    singles.append(m_i)
   assert int(s_multi.steps) == 3 and int(m['learner_steps']) == 3
   for x, y in zip(jax.tree_util.tree_leaves(s_multi),
                   jax.tree_util.tree_leaves(s_single)):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5,
                                atol=1e-6)
+  # Every step's metrics, as the loop hands them out (stacked by dtype
+  # inside it): each name, dtype and value of the single steps'.
+  assert set(every) == set(singles[0]) | {'skipped_in_call'}
+  for name in singles[0]:
+    assert every[name].dtype == singles[0][name].dtype, name
+    np.testing.assert_allclose(
+        np.asarray(every[name], np.float64),
+        np.stack([np.asarray(m_i[name], np.float64) for m_i in singles]),
+        rtol=2e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_array_equal(np.asarray(m[name]),
+                                  np.asarray(every[name][-1]), err_msg=name)
 
 
 @pytest.mark.parametrize('solver', ['gradient', 'exact'])
