@@ -15,7 +15,6 @@ from tandem.agents.runtime.rundir import RunDir
 from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
 from tandem.launch import errors
-from tandem.launch import mpo as program
 from tandem.launch import render
 from tests import REPO_ROOT
 
@@ -30,20 +29,31 @@ def _tandem(*args, env=None):
                         text=True, timeout=300)
 
 
+def _untrained_run(root, name: str, steps=(10,), base=None,
+                   **overrides) -> RunDir:
+  """A run directory of `base` (the MPO tiny config by default) with
+  `overrides`, holding an untrained learner checkpoint at each of
+  `steps`."""
+  from tandem.launch import programs
+  cfg = config_lib.apply_overrides(base or named.tiny(),
+                                   {'runs_root': str(root), **overrides})
+  rd = RunDir(str(root / name)).make()
+  with open(rd.config, 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  for step in steps:
+    checkpointing.save_numbered(
+        rd.learner_checkpoints, step,
+        programs.for_config(cfg).learner_template(cfg),
+        metadata={'counts': {'env_steps': step}})
+  return rd
+
+
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
   """A run directory of the tiny config with checkpoints at learner steps
   10 and 20 (untrained policies: what is drawn does not matter here)."""
-  root = tmp_path_factory.mktemp('runs')
-  cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(root)})
-  rd = RunDir(str(root / 'tiny')).make()
-  with open(rd.config, 'w') as f:
-    json.dump(config_lib.to_dict(cfg), f)
-  for step in (10, 20):
-    checkpointing.save_numbered(
-        rd.learner_checkpoints, step, program.learner_template(cfg),
-        metadata={'counts': {'env_steps': step}})
-  return rd
+  return _untrained_run(tmp_path_factory.mktemp('runs'), 'tiny',
+                        steps=(10, 20))
 
 
 @pytest.fixture(scope='module')
@@ -126,15 +136,8 @@ def test_a_gymnasium_task_renders_at_its_own_size(tmp_path_factory, backend,
                                                  tmp_path):
   """gym:Hopper-v5 through gymnasium's rgb_array frames (480 × 480, its
   default) with the caption band above, into a playable MP4."""
-  root = tmp_path_factory.mktemp('gym_runs')
-  cfg = config_lib.apply_overrides(
-      named.tiny(), {'runs_root': str(root), 'env': 'gym:Hopper-v5'})
-  rd = RunDir(str(root / 'hopper')).make()
-  with open(rd.config, 'w') as f:
-    json.dump(config_lib.to_dict(cfg), f)
-  checkpointing.save_numbered(
-      rd.learner_checkpoints, 10, program.learner_template(cfg),
-      metadata={'counts': {'env_steps': 10}})
+  rd = _untrained_run(tmp_path_factory.mktemp('gym_runs'), 'hopper',
+                      env='gym:Hopper-v5')
   out = tmp_path / 'hopper.mp4'
   r = _tandem('render', rd.root, '--steps', '12', '--every', '3',
               '--out', str(out))
@@ -150,16 +153,8 @@ def test_a_gymnasium_task_renders_at_its_own_size(tmp_path_factory, backend,
 @pytest.fixture(scope='module')
 def pendulum_run(tmp_path_factory):
   """A run directory of gym:Pendulum-v1 (drawn by pygame, not MuJoCo)."""
-  root = tmp_path_factory.mktemp('pendulum_runs')
-  cfg = config_lib.apply_overrides(
-      named.tiny(), {'runs_root': str(root), 'env': 'gym:Pendulum-v1'})
-  rd = RunDir(str(root / 'pendulum')).make()
-  with open(rd.config, 'w') as f:
-    json.dump(config_lib.to_dict(cfg), f)
-  checkpointing.save_numbered(
-      rd.learner_checkpoints, 10, program.learner_template(cfg),
-      metadata={'counts': {'env_steps': 10}})
-  return rd
+  return _untrained_run(tmp_path_factory.mktemp('pendulum_runs'),
+                        'pendulum', env='gym:Pendulum-v1')
 
 
 def test_a_task_mujoco_does_not_draw_needs_no_gl_back_end(pendulum_run,
@@ -298,20 +293,11 @@ def ail_run(tmp_path_factory):
   """An adversarial run of the tiny config with one checkpoint, learning
   from two demonstration episodes collected from env seeds 0 and 1."""
   from tandem.configs import ail as named_ail
-  from tandem.launch import programs
   from tests.integration.demo_data import write_cartpole_demos
   root = tmp_path_factory.mktemp('ail_runs')
   demos = write_cartpole_demos(str(root / 'demos.npz'), episodes=2)
-  cfg = config_lib.apply_overrides(named_ail.tiny(), {
-      'runs_root': str(root), 'demos': demos})
-  rd = RunDir(str(root / 'ail')).make()
-  with open(rd.config, 'w') as f:
-    json.dump(config_lib.to_dict(cfg), f)
-  checkpointing.save_numbered(
-      rd.learner_checkpoints, 10,
-      programs.for_config(cfg).learner_template(cfg),
-      metadata={'counts': {'env_steps': 10}})
-  return rd, demos
+  return _untrained_run(root, 'ail', base=named_ail.tiny(),
+                        demos=demos), demos
 
 
 def test_beside_expert_replays_the_demonstration_from_its_start(
