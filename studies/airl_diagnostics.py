@@ -41,10 +41,11 @@ import numpy as np
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail import learner as ail_learner
-from tandem.agents.core import checkpointing
 from tandem.agents.mpo import learner as mpo_learner
 from tandem.launch import ail as launch_ail
-from tandem.launch import config as launch_config
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # harness
+import harness  # studies/harness.py
 
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
     REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
@@ -52,18 +53,10 @@ DEFAULT_DEMOS = os.path.normpath(os.path.join(
 
 def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
              episodes: int, seed: int) -> dict:
-  with open(os.path.join(run_dir, 'config.json')) as f:
-    tc = launch_config.from_dict(json.load(f))
-  if tc.ail.kind != 'airl':
-    raise SystemExit(f'{run_dir}: ail.kind is {tc.ail.kind!r}; this '
-                     'diagnostic reads AIRL runs')
-  if checkpoint is None:
-    checkpoint = checkpointing.latest(
-        os.path.join(run_dir, 'checkpoints', 'learner'))
-    if checkpoint is None:
-      raise SystemExit(f'{run_dir}: no learner checkpoint')
-  counts = checkpointing.read_metadata(checkpoint).get('counts', {})
-  state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
+  tc, checkpoint, counts, state = harness.restore_ail_run(
+      run_dir, checkpoint,
+      lambda tc: tc.ail.kind != 'airl' and (
+          f'ail.kind is {tc.ail.kind!r}; this diagnostic reads AIRL runs'))
   # The policy the run's actors acted with (and AIRL's log π used).
   policy, d = launch_ail.policy_of(tc, state), state.discriminator
   expert = ail_learner.expert_transitions(

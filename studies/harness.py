@@ -5,7 +5,8 @@ that does not depend on what the study asks:
 
 - the command line's types, and a study that ends on a bad path naming it;
 - reading a run directory: its evaluation curve, its learner's columns,
-  the code it ran;
+  the code it ran, an adversarial run's learner checkpoint (for the
+  diagnostics in studies/);
 - committed records. Run directories live under runs/, which git ignores:
   they are gone on the next machine, and with them hours of finished cells.
   So each finished cell is also written, small and deterministic, to a
@@ -212,6 +213,30 @@ def read_code(run_dir: str) -> list:
       if name not in out:
         out.append(name)
   return out
+
+
+def restore_ail_run(run_dir: str, checkpoint: Optional[str],
+                    refuse: Callable) -> tuple:
+  """(config, checkpoint path, the counts it records, the learner state in
+  it) of a `tandem train-ail` run: `checkpoint`, else the run's latest
+  learner checkpoint. Exits naming the run where refuse(config) gives a
+  reason the caller cannot read it, or where it has no checkpoint."""
+  from tandem.agents.ail import learner as ail_learner
+  from tandem.agents.core import checkpointing
+  from tandem.launch import ail as launch_ail
+  with open(os.path.join(run_dir, 'config.json')) as f:
+    tc = config_lib.from_dict(json.load(f))
+  reason = refuse(tc)
+  if reason:
+    raise SystemExit(f'{run_dir}: {reason}')
+  if checkpoint is None:
+    checkpoint = checkpointing.latest(
+        os.path.join(run_dir, 'checkpoints', 'learner'))
+    if checkpoint is None:
+      raise SystemExit(f'{run_dir}: no learner checkpoint')
+  counts = checkpointing.read_metadata(checkpoint).get('counts', {})
+  state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
+  return tc, checkpoint, counts, state
 
 
 def thin(points: list, limit: int) -> list:

@@ -35,9 +35,10 @@ import numpy as np
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail import learner as ail_learner
-from tandem.agents.core import checkpointing
 from tandem.launch import ail as launch_ail
-from tandem.launch import config as launch_config
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # harness
+import harness  # studies/harness.py
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DEMOS = os.path.join(REPO_ROOT, 'tests', 'data',
@@ -67,18 +68,10 @@ def at_rest(points: np.ndarray, action_dim: int) -> disc.Transitions:
 
 def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
              grid: int, episodes: int, seed: int) -> dict:
-  with open(os.path.join(run_dir, 'config.json')) as f:
-    tc = launch_config.from_dict(json.load(f))
-  if not tc.env.startswith('point_mass:'):
-    raise SystemExit(f'{run_dir}: env is {tc.env!r}; this diagnostic reads '
-                     'point_mass runs')
-  if checkpoint is None:
-    checkpoint = checkpointing.latest(
-        os.path.join(run_dir, 'checkpoints', 'learner'))
-    if checkpoint is None:
-      raise SystemExit(f'{run_dir}: no learner checkpoint')
-  counts = checkpointing.read_metadata(checkpoint).get('counts', {})
-  state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
+  tc, checkpoint, counts, state = harness.restore_ail_run(
+      run_dir, checkpoint,
+      lambda tc: not tc.env.startswith('point_mass:') and (
+          f'env is {tc.env!r}; this diagnostic reads point_mass runs'))
   policy = launch_ail.policy_of(tc, state)
   axis = np.linspace(-ARENA, ARENA, grid)
   xs, ys = np.meshgrid(axis, axis)
