@@ -157,10 +157,10 @@ def group_table(groups: dict,
   for g, runs in groups.items():
     row = {'group': g, 'runs': len(runs), 'final': quartiles(finals[g])}
     for fraction in FRACTIONS:
-      threshold = fraction * best
       if not has_thresholds(best):
         row[f'steps_{fraction}'] = row[f'seconds_{fraction}'] = None
         continue
+      threshold = fraction * best
       row[f'steps_{fraction}'] = median_reached(
           [first_reaching(r.steps, r.returns, threshold) for r in runs])
       row[f'seconds_{fraction}'] = median_reached(

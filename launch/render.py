@@ -17,6 +17,7 @@ the expert's row under the agent's in a .png.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import warnings
@@ -91,17 +92,25 @@ def captioned(image: np.ndarray, text: str) -> np.ndarray:
   """image [H, W, 3] uint8 with a band of `text` above it, in the largest
   of FONT_SIZES that fits the frame's width (readable where a page shows a
   strip at two thirds of its size)."""
-  from PIL import Image, ImageDraw, ImageFont
+  from PIL import Image, ImageDraw
   h, w, _ = image.shape
   canvas = Image.new('RGB', (w, h + BAND), (255, 255, 255))
   canvas.paste(Image.fromarray(image), (0, BAND))
   draw = ImageDraw.Draw(canvas)
   for size in FONT_SIZES:
-    font = ImageFont.load_default(size=size)
+    font = _font(size)
     if draw.textlength(text, font=font) <= w - 8:
       break
   draw.text((4, 2), text, fill=(0, 0, 0), font=font)
   return np.asarray(canvas)
+
+
+@functools.cache
+def _font(size: int):
+  """Pillow's own font at `size` pixels, loaded once per size (a load per
+  captioned frame cost about as much as the caption)."""
+  from PIL import ImageFont
+  return ImageFont.load_default(size=size)
 
 
 def episodes_frames(env, actor, *, episodes: int, every: int, steps,

@@ -132,8 +132,8 @@ def tensorboard_command() -> str:
   if not os.path.exists(beside) or (
       on_path and os.path.realpath(on_path) == os.path.realpath(beside)):
     return 'tensorboard'
-  return shlex.quote(os.path.relpath(beside) if
-                     not os.path.relpath(beside).startswith('..') else beside)
+  relative = os.path.relpath(beside)
+  return shlex.quote(beside if relative.startswith('..') else relative)
 
 
 def progress_line(progress: dict) -> str:
