@@ -854,50 +854,28 @@ def pyplot():
   return plt
 
 
-def _on_grid(curves: list, grid):
-  """curves [(x, y), ...] interpolated onto grid, one row each; a curve is
-  defined only up to its last point (a shorter run does not pretend to go
-  on), nan beyond it."""
+def quartile_curves(curves: list, grid) -> tuple:
+  """(x, q1, median, q3) over curves [[(x, y), ...], ...] at the grid points
+  that every curve reaches, as `tandem compare` draws a group: the curves
+  end where the shortest ends, never a "median" of the curves left."""
   import numpy as np
-  rows = []
+  runs = []
   for pts in curves:
     xs = np.array([p[0] for p in pts], dtype=float)
-    ys = np.array([p[1] for p in pts], dtype=float)
-    row = np.interp(grid, xs, ys)
-    row[grid > xs[-1]] = np.nan
-    rows.append(row)
-  return np.array(rows)
-
-
-def median_on_grid(curves: list, grid):
-  """The pointwise median of the curves on grid, over those defined there."""
-  import warnings
-  import numpy as np
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore', RuntimeWarning)  # all-nan columns
-    return np.nanmedian(_on_grid(curves, grid), axis=0)
-
-
-def quartiles_on_grid(curves: list, grid) -> tuple:
-  """The pointwise first and third quartiles of the curves on grid, over
-  those defined there."""
-  import warnings
-  import numpy as np
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore', RuntimeWarning)  # all-nan columns
-    low, high = np.nanpercentile(_on_grid(curves, grid), (25, 75), axis=0)
-  return low, high
+    runs.append(compare.Run(path='', label='', seed=None, steps=xs,
+                            seconds=xs,
+                            returns=np.array([p[1] for p in pts], float)))
+  return compare.curves(runs, 'steps', np.asarray(grid, dtype=float))
 
 
 def plot_median(ax, grid, curves: list, band: bool = False, **style):
   """Draws the median of curves over grid (`style`: the line's, color
   among them) and, where `band`, their interquartile range shaded in the
-  line's colour."""
-  (line,) = ax.plot(grid, median_on_grid(curves, grid), **style)
+  line's colour; both end where the shortest curve ends."""
+  x, q1, q2, q3 = quartile_curves(curves, grid)
+  (line,) = ax.plot(x, q2, **style)
   if band:
-    low, high = quartiles_on_grid(curves, grid)
-    ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2,
-                    lw=0)
+    ax.fill_between(x, q1, q3, color=line.get_color(), alpha=0.2, lw=0)
   return line
 
 

@@ -629,17 +629,20 @@ def test_write_csv_blanks_what_does_not_exist(tmp_path):
     assert list(csv.reader(f)) == [['a', 'b'], ['1.5', ''], ['0', '']]
 
 
-def test_medians_on_a_grid_end_with_each_curve():
+def test_quartile_curves_end_where_the_shortest_curve_ends():
   import numpy as np
   grid = np.array([0.0, 50.0, 100.0, 150.0])
   curves = [[(0, 0.0), (100, 100.0)], [(0, 10.0), (150, 160.0)],
             [(0, 20.0), (150, 20.0)]]
-  # At 150 the first curve has ended: the median of the other two.
-  assert list(hs.median_on_grid(curves, grid)) == [10.0, 50.0, 100.0, 90.0]
-  low, high = hs.quartiles_on_grid(curves, grid)
-  assert list(low) == [5.0, 35.0, 60.0, 55.0]
-  assert list(high) == [15.0, 55.0, 105.0, 125.0]
-  assert np.isnan(hs.median_on_grid(curves[:1], grid)[3])
+  x, low, mid, high = hs.quartile_curves(curves, grid)
+  # At 150 the first curve has ended: no point there, rather than a
+  # "median" of the other two.
+  assert list(x) == [0.0, 50.0, 100.0]
+  assert list(mid) == [10.0, 50.0, 100.0]
+  assert list(low) == [5.0, 35.0, 60.0]
+  assert list(high) == [15.0, 55.0, 105.0]
+  x, _, mid, _ = hs.quartile_curves(curves[1:], grid)
+  assert list(x) == list(grid) and list(mid) == [15.0, 40.0, 65.0, 90.0]
 
 
 def test_median_curves_with_bands_and_seeds(tmp_path):
