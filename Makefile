@@ -4,6 +4,7 @@
 # `make test-tooling` - tests of the bench/ and studies/ scripts; CI runs it.
 # `make image` - build the Dockerfile's image without a Docker daemon or registry and run it (root; scripts/build_image_rootless.sh).
 # `make venv-cloud` - .venv-cloud, the Vertex AI client for launch/cloud/submit.py (requirements-cloud.lock); `make test` builds it.
+# `make venv-imitation` - .venv-imitation, the imitation library for studies/imitation_gail.py (studies/imitation-requirements.txt).
 # Both build .venv from requirements.lock with CPython 3.10 first (found by scripts/find_python310.sh).
 SHELL := /bin/bash
 VENV := .venv
@@ -13,8 +14,10 @@ LINT_STAMP := $(VENV)/.lint-installed
 CLOUD_VENV := .venv-cloud
 CLOUD_PY := $(CLOUD_VENV)/bin/python
 CLOUD_STAMP := $(CLOUD_VENV)/.installed
+IMITATION_VENV := .venv-imitation
+IMITATION_STAMP := $(IMITATION_VENV)/.installed
 
-.PHONY: run test test-slow test-tooling lint venv venv-cloud bench image clean-venv
+.PHONY: run test test-slow test-tooling lint venv venv-cloud venv-imitation bench image clean-venv
 
 venv: $(STAMP)
 
@@ -47,6 +50,17 @@ $(CLOUD_STAMP): requirements-cloud.lock
 	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1" "setuptools==75.6.0" "wheel==0.45.1"
 	$(CLOUD_PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-cloud.lock
 	@touch $(CLOUD_STAMP)
+
+venv-imitation: $(IMITATION_STAMP)
+
+# The imitation library (PyTorch, stable-baselines3, gymnasium 0.29) shares
+# nothing with .venv; any CPython 3.9-3.11 `python3` makes it. PyTorch 2.13.0
+# is the CPU build where pip finds that file, else PyPI's (a CUDA build).
+$(IMITATION_STAMP): studies/imitation-requirements.txt
+	@set -e; echo "creating $(IMITATION_VENV) with $$(command -v python3)"; rm -rf $(IMITATION_VENV); \
+	python3 -m venv $(IMITATION_VENV) || { rm -rf $(IMITATION_VENV); echo "error: python3 -m venv failed" >&2; exit 1; }
+	$(IMITATION_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r studies/imitation-requirements.txt
+	@touch $(IMITATION_STAMP)
 
 run: venv
 	$(VENV)/bin/tandem train --config configs/mpo.py:make_run --launch local_mp --num_actors 2 \
