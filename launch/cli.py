@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -142,14 +144,21 @@ def make_parser() -> argparse.ArgumentParser:
   r.add_argument('--out', help='.gif or .mp4 (animated, 25 frames/s) or .png '
                  '(the frames in a row) path (default: '
                  'RUN_DIR/render-<checkpoint>.gif)')
-  r.add_argument('--beside_expert', action='store_true',
+  r.add_argument('--size', metavar='WIDTHxHEIGHT',
+                 help='frame size in pixels (default: 320x240 for dm_control, '
+                 "a gymnasium task's own size; its frames are scaled to "
+                 'a given one)')
+  r.add_argument('--beside_expert', action=argparse.BooleanOptionalAction,
+                 default=None,
                  help="each episode from a demonstration episode's start, "
-                 'with the expert\'s actions replayed beside the agent')
-  r.add_argument('--demos', help='with --beside_expert: the demonstrations '
-                 "(default: the run's own)")
-  r.add_argument('--expert_episode', type=int, default=0,
-                 help='with --beside_expert: the first demonstration episode '
-                 '(0-based, in file order)')
+                 "with the expert's actions replayed beside the agent "
+                 '(default for adversarial runs where their file is at hand; '
+                 'else the agent alone, saying why)')
+  r.add_argument('--demos', help='the demonstrations to show beside the '
+                 "agent (default: the run's own; an MPO run needs one)")
+  r.add_argument('--expert_episode', type=int, default=None,
+                 help='the first demonstration episode shown (0-based, in '
+                 'file order; default 0)')
   v = sub.add_parser('replica', help="run this replica's nodes of a Vertex "
                      'AI job (the image\'s entrypoint in every replica; '
                      'CLUSTER_SPEC says which)')
@@ -221,6 +230,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except (UsageError, ConfigError) as e:
     print(f'tandem: error: {e}', file=sys.stderr)
     return EXIT_BAD_INPUT
+  except BrokenPipeError:
+    # The reader went away (`tandem compare ... | head`): nothing more can be
+    # shown, and the exit flush must not print a traceback either. 141 is
+    # what a shell reports for a process that SIGPIPE ended.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
   except Exception as e:  # noqa: BLE001  (known bad-input errors below)
     from tandem.agents.runtime.rundir import RunDirLocked
     if isinstance(e, RunDirLocked):

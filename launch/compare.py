@@ -2,17 +2,18 @@
 
 Runs are grouped by a label: the value of a config field (`--by
 mpo.estep_states`), or by default the run directory's name without a
-trailing seed (`cartpole_s0`, `cartpole_s1` -> `cartpole`). Each group's
-curve is the median evaluation return over its runs, with the interquartile
-band, against global env steps and against wall-clock (`elapsed_s`: the
-time the program has run, all launches), up to where its shortest run
-ends; the table gives each group's final
-return and the env steps and wall-clock its runs took to reach 50% and 90%
-of the best group's median final return (or of `--reference`, an expert's
-mean return, say), and, against the first group, the median paired
-difference of final returns over the seeds both have. All runs must be of
-one task (config.json's `env`): others are refused by name.
-"""
+trailing seed (`cartpole_s0`, `cartpole_s1` -> `cartpole`; `folder/name`
+where runs named alike in different folders would otherwise share a seed).
+Each group's curve is the median evaluation return over its runs, with the
+interquartile band, against global env steps and against wall-clock
+(`elapsed_s`: the time the program has run, all launches), up to where its
+shortest run ends; the table gives each group's final return (an
+unfinished run's last evaluation, said so) and the env steps and wall-clock
+its runs took to reach 50% and 90% of the best group's median final return
+(or of `--reference`, an expert's mean return, say), and, against the first
+group, the median paired difference of final returns over the seeds both
+have. All runs must be of one task (config.json's `env`): others are
+refused by name."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ import json
 import math
 import os
 import re
+import sys
 from typing import NamedTuple, Optional
 
 import numpy as np
 
 from tandem.agents.runtime import logs
-from tandem.launch import plotting
+from tandem.launch import errors, plotting
 from tandem.launch.errors import EXIT_OK, UsageError
 
 _SEED_SUFFIX = re.compile(r'[_-](?:s|seed)\d+$')
@@ -40,6 +42,7 @@ class Run(NamedTuple):
   seconds: np.ndarray   # elapsed_s of each evaluation
   returns: np.ndarray   # eval_return of each evaluation
   task: Optional[str] = None   # config.json's env
+  finished: bool = True        # final.json written: the budget was reached
 
 
 def _config(path: str) -> dict:
@@ -91,7 +94,8 @@ def read_run(path: str, by: Optional[str]) -> Run:
   return Run(path, label_of(path, config, by),
              seed if isinstance(seed, int) else None,
              *(np.asarray(c, np.float64) for c in (steps, seconds, returns)),
-             task=task if isinstance(task, str) else None)
+             task=task if isinstance(task, str) else None,
+             finished=os.path.exists(os.path.join(path, 'final.json')))
 
 
 def one_task(runs: list) -> None:
@@ -116,6 +120,29 @@ def group(runs: list) -> dict:
   for run in runs:
     out.setdefault(run.label, []).append(run)
   return out
+
+
+def repeated_seeds(runs: list) -> dict:
+  """{label: [seed, ...]} for each group holding a seed more than once."""
+  out = {}
+  for label, members in group(runs).items():
+    seeds = [r.seed for r in members if r.seed is not None]
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+      out[label] = twice
+  return out
+
+
+def parent_labels(runs: list) -> list:
+  """Runs named alike in different folders (`study_a/gail_s0`,
+  `study_b/gail_s0`) are different variants, not more seeds: where a group
+  by name holds a seed twice, its runs are labelled `folder/name` instead."""
+  clash = repeated_seeds(runs)
+
+  def folder(run):
+    return os.path.basename(os.path.dirname(os.path.normpath(run.path)))
+  return [r._replace(label=f'{folder(r)}/{r.label}') if r.label in clash
+          else r for r in runs]
 
 
 def first_reaching(x: np.ndarray, returns: np.ndarray, threshold: float):
@@ -155,7 +182,8 @@ def group_table(groups: dict,
                  if r.seed is not None}
   rows = []
   for g, runs in groups.items():
-    row = {'group': g, 'runs': len(runs), 'final': quartiles(finals[g])}
+    row = {'group': g, 'runs': len(runs), 'final': quartiles(finals[g]),
+           'unfinished': [r.path for r in runs if not r.finished]}
     for fraction in FRACTIONS:
       if not has_thresholds(best):
         row[f'steps_{fraction}'] = row[f'seconds_{fraction}'] = None
@@ -199,7 +227,10 @@ def markdown(rows: list, best: float,
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for row in rows:
     q1, q2, q3 = row['final']
-    cells = [row['group'], str(row['runs']),
+    unfinished = len(row.get('unfinished', ()))
+    cells = [row['group'],
+             f"{row['runs']} ({unfinished} unfinished)" if unfinished
+             else str(row['runs']),
              f'{q2:.1f} [{q1:.1f}, {q3:.1f}]']
     for fraction in fractions:
       cells.append(_number(row[f'steps_{fraction}']))
@@ -218,6 +249,11 @@ def markdown(rows: list, best: float,
                  'fraction of a return not above 0 lies above it, not on the '
                  'way to it; --reference RETURN (> 0) sets one where a '
                  'positive return means something')
+  unfinished = [p for row in rows for p in row.get('unfinished', ())]
+  if unfinished:
+    lines.append('unfinished (no final.json: the last evaluation stands as '
+                 'the final return, and the group\'s curve ends with it): '
+                 + ', '.join(unfinished))
   return '\n'.join(lines)
 
 
@@ -290,8 +326,15 @@ def compare(args) -> int:
                                     reference > 0):
     raise UsageError(f'--reference: expected a finite return > 0, got '
                      f'{reference}')
+  errors.require_writable_dir(args.out)
   runs = [read_run(path, args.by) for path in args.run_dirs]
   one_task(runs)
+  if args.by is None:
+    runs = parent_labels(runs)
+  for label, seeds in repeated_seeds(runs).items():
+    print(f'tandem compare: warning: group {label} holds seed(s) '
+          f'{", ".join(map(str, seeds))} more than once: are its runs one '
+          'variant? (--by FIELD groups by a config field)', file=sys.stderr)
   groups = group(runs)
   rows, best = group_table(groups, reference)
   print(markdown(rows, best) if reference is None else

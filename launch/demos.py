@@ -10,7 +10,6 @@ import os
 import sys
 from typing import Optional
 
-from tandem.launch import programs
 from tandem.launch import resolve
 from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
@@ -138,15 +137,12 @@ def collect_demos(args) -> int:
     raise UsageError(f'--out {args.out}: the file exists; pick another path, '
                      'or add --overwrite to replace it')
   cfg = resolve.load_run_config_to_read(rd.config, f'--run {args.run}')
-  program = programs.for_config(cfg)
   latest = checkpointing.latest(rd.learner_checkpoints)
   if latest is None:
     raise UsageError(f'--run {args.run}: no learner checkpoint in '
                      f'{rd.learner_checkpoints}')
-  try:
-    state = checkpointing.restore_tree(latest, program.learner_template(cfg))
-  except checkpointing.CheckpointError as e:
-    raise UsageError(f'--run {args.run}: {e}') from e
+  program, state = resolve.restore_learner_state(cfg, latest,
+                                                 f'--run {args.run}')
   demos = demonstrations.collect(cfg.env, program.policy_of(cfg, state),
                                  cfg.mpo, episodes=args.episodes,
                                  seed=args.seed)

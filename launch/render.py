@@ -8,10 +8,14 @@ output animates every frame taken, at 25 frames/s; a .png output lays them
 side by side in one row (a strip for a page: choose --steps and --every for
 a few frames).
 
-With --beside_expert (adversarial runs), each episode starts where one of
-the expert's demonstration episodes started, and that episode's actions are
-replayed beside the agent (expert_replay.py): left and right in a video,
-the expert's row under the agent's in a .png.
+An adversarial run is shown beside its expert (--beside_expert, the
+default for these where the run's demonstration file is at hand): each
+episode starts where one of the expert's demonstration episodes started,
+and that episode's actions are replayed beside the agent
+(expert_replay.py): left and right in a video, the expert's row under the
+agent's in a .png. Where the file is missing or no start matches, the
+agent is drawn alone and the output says why; --no-beside_expert draws it
+alone from the start, and --beside_expert makes either a refusal.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import warnings
 
 import numpy as np
 
-from tandem.launch import programs
 from tandem.launch import resolve
 from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
-HEIGHT, WIDTH = 240, 320
+HEIGHT, WIDTH = 240, 320   # a dm_control frame unless --size says
+MAX_SIDE = 4096
 BAND = 24  # pixels of caption above each frame
 FONT_SIZES = range(17, 8, -1)  # the largest whose caption fits the frame
 MAX_STRIP = 12  # frames in one .png row
@@ -56,10 +60,23 @@ def pick_checkpoint(rd, which: str) -> str:
   return path
 
 
+def parse_size(text: str) -> tuple[int, int]:
+  """'WIDTHxHEIGHT' -> (width, height), each 16..MAX_SIDE pixels."""
+  m = re.fullmatch(r'(\d+)x(\d+)', text.strip())
+  if not m or not all(16 <= int(v) <= MAX_SIDE for v in m.groups()):
+    raise UsageError(f'--size: expected WIDTHxHEIGHT in pixels, each 16 to '
+                     f'{MAX_SIDE}, such as 640x480; got {text!r}')
+  return int(m.group(1)), int(m.group(2))
+
+
 def _check_args(args) -> str:
   """The output path, after every argument is checked (before any work)."""
-  if (args.demos or args.expert_episode) and not args.beside_expert:
-    raise UsageError('--demos and --expert_episode go with --beside_expert')
+  if ((args.demos or args.expert_episode is not None) and
+      args.beside_expert is False):
+    raise UsageError('--demos and --expert_episode show the expert; they do '
+                     'not go with --no-beside_expert')
+  if args.size is not None:
+    parse_size(args.size)
   for name in ('episodes', 'every'):
     if getattr(args, name) < 1:
       raise UsageError(f'--{name}: expected an integer >= 1, got '
@@ -113,12 +130,25 @@ def _font(size: int):
   return ImageFont.load_default(size=size)
 
 
+def scene(env, size) -> np.ndarray:
+  """The environment's current frame [H, W, 3] uint8 at `size` (width,
+  height): dm_control draws at it, a gymnasium frame is scaled to it. None:
+  dm_control at WIDTH x HEIGHT, gymnasium at its own size."""
+  from tandem.agents.envs import rendering
+  width, height = size or (WIDTH, HEIGHT)
+  image = rendering.frame(env, height, width)
+  if size is not None and image.shape[:2] != (height, width):
+    from PIL import Image
+    image = np.asarray(Image.fromarray(image).resize(
+        (width, height), Image.Resampling.LANCZOS))
+  return image
+
+
 def episodes_frames(env, actor, *, episodes: int, every: int, steps,
-                    label: str = 'episode 1'):
+                    label: str = 'episode 1', size=None):
   """Captioned frames of `episodes` episodes (every `every`-th step, and
   each episode's last), and each episode's return. `label` names the first
-  episode in the captions (its number counts up)."""
-  from tandem.agents.envs import rendering
+  episode in the captions (its number counts up); `size`: as `scene`."""
   frames, returns = [], []
   head, _, number = label.rpartition(' ')
   for episode in range(episodes):
@@ -128,7 +158,7 @@ def episodes_frames(env, actor, *, episodes: int, every: int, steps,
       last = timestep.last() or (steps is not None and step >= steps)
       if step % every == 0 or last:
         frames.append(captioned(
-            rendering.frame(env, HEIGHT, WIDTH),
+            scene(env, size),
             f'{name}  step {step}  return {total:.1f}'))
       if last:
         break
@@ -216,7 +246,8 @@ def write_strip(path: str, frames: list, *more_rows: list) -> None:
 
 
 def render_run(args) -> int:
-  from tandem.agents.core import checkpointing
+  """Reads the run, finds a back end, restores the checkpoint, draws the
+  episodes (beside the expert where that applies) and writes them."""
   from tandem.agents.envs import rendering
   from tandem.agents.runtime.rundir import RunDir
   rd = RunDir(os.path.abspath(args.run_dir))
@@ -224,8 +255,8 @@ def render_run(args) -> int:
     raise UsageError(f'{args.run_dir}: no config.json there; is it a Tandem '
                      'run directory?')
   out = _check_args(args)
+  size = None if args.size is None else parse_size(args.size)
   cfg = resolve.load_run_config_to_read(rd.config, args.run_dir)
-  program = programs.for_config(cfg)
   checkpoint = pick_checkpoint(rd, args.checkpoint)
   try:
     backend = (f'MUJOCO_GL={rendering.choose_backend()}'
@@ -233,41 +264,84 @@ def render_run(args) -> int:
                "gymnasium's own renderer")
   except rendering.RenderingUnavailable as e:
     raise UsageError(f'tandem render: {e}') from e
+  actor = _restored_actor(args, cfg, checkpoint)
   try:
-    state = checkpointing.restore_tree(checkpoint,
-                                       program.learner_template(cfg))
-  except checkpointing.CheckpointError as e:
-    raise UsageError(f'{args.run_dir}: {e}') from e
-  from tandem.agents.mpo import actor as actor_lib
-  actor = actor_lib.Actor(cfg.mpo, program.policy_of(cfg, state),
-                          seed=args.seed, deterministic=True)
-  try:
-    if args.beside_expert:
+    expert = _expert_plan(args, cfg)
+    if expert is not None:
       return _render_beside_expert(args, cfg, actor, out, checkpoint,
-                                   backend)
+                                   backend, size, *expert)
     frames, returns = _agent_frames(args, cfg, actor, args.seed,
-                                    episodes=args.episodes)
+                                    episodes=args.episodes, size=size)
   except rendering.RenderingUnavailable as e:
     raise UsageError(f'tandem render: {cfg.env}: {e}') from e
-  if out.endswith('.png'):
-    write_strip(out, frames)
-  else:
-    write_video(out, frames)
+  _write(out, frames)
   print(f'{out}: {len(frames)} frames of {args.episodes} episode(s) of '
         f'{cfg.env} from {checkpoint} ({backend}); returns '
         + ', '.join(f'{r:.1f}' for r in returns))
   return EXIT_OK
 
 
+def _restored_actor(args, cfg, checkpoint: str):
+  """The evaluator's mean-action actor of the checkpoint's policy."""
+  from tandem.agents.mpo import actor as actor_lib
+  program, state = resolve.restore_learner_state(cfg, checkpoint,
+                                                 args.run_dir)
+  return actor_lib.Actor(cfg.mpo, program.policy_of(cfg, state),
+                         seed=args.seed, deterministic=True)
+
+
+def _write(out: str, frames: list, *more_rows: list) -> None:
+  """The frames as `out`'s suffix says; a UsageError naming --out where the
+  write fails (a full disk, say): nothing is left half-written."""
+  try:
+    if out.endswith('.png'):
+      write_strip(out, frames, *more_rows)
+    else:
+      write_video(out, frames)
+  except OSError as e:
+    raise UsageError(f'--out {out}: cannot write it ({e.strerror or e})'
+                     ) from e
+
+
 def _agent_frames(args, cfg, actor, seed: int, *, episodes: int,
-                  label: str = 'episode 1'):
+                  label: str = 'episode 1', size=None):
   from tandem.agents.envs import environments
   env = environments.make_environment(cfg.env, seed=seed, render=True)
   try:
     return episodes_frames(env, actor, episodes=episodes, every=args.every,
-                           steps=args.steps, label=label)
+                           steps=args.steps, label=label, size=size)
   finally:
     env.close()
+
+
+def _expert_plan(args, cfg):
+  """(file, [(episode, start seed)]) to draw the expert beside the agent,
+  or None to draw the agent alone. --beside_expert (or --demos, or
+  --expert_episode) asks for it, and anything in its way is a UsageError;
+  by default an adversarial run gets it where its file is at hand and each
+  start is found, and otherwise a note says why the agent is alone."""
+  from tandem.launch import expert_replay
+  asked = (args.beside_expert or args.demos is not None or
+           args.expert_episode is not None)
+  if args.beside_expert is False or not (asked or getattr(cfg, 'demos', '')):
+    return None
+  try:
+    path, demos = _expert_demos(args, cfg)
+    episodes = expert_replay.episodes_of(demos, args.expert_episode or 0,
+                                         args.episodes)
+    plan = [(e, expert_replay.start_seed(
+        lambda seed, **kw: _make(cfg, seed, **kw), e)) for e in episodes]
+  except UsageError as e:
+    if asked:
+      raise
+    print(f'the agent alone, not beside the expert: {e}')
+    return None
+  return path, plan
+
+
+def _make(cfg, seed: int, **kw):
+  from tandem.agents.envs import environments
+  return environments.make_environment(cfg.env, seed=seed, **kw)
 
 
 def _expert_demos(args, cfg):
@@ -285,27 +359,19 @@ def _expert_demos(args, cfg):
 
 
 def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
-                          backend: str) -> int:
-  from tandem.agents.envs import environments
-  from tandem.agents.envs import rendering
+                          backend: str, size, path: str, plan: list) -> int:
   from tandem.launch import expert_replay
-  path, demos = _expert_demos(args, cfg)
-  episodes = expert_replay.episodes_of(demos, args.expert_episode,
-                                       args.episodes)
-  make = lambda seed, **kw: environments.make_environment(cfg.env, seed=seed,
-                                                          **kw)
   agent_row, expert_row, gif, notes = [], [], [], []
-  for k, episode in enumerate(episodes):
-    seed = expert_replay.start_seed(make, episode)
+  for k, (episode, seed) in enumerate(plan):
     agent, returns = _agent_frames(args, cfg, actor, seed, episodes=1,
-                                   label=f'agent, episode {k + 1}')
-    env = make(seed, render=True)
+                                   label=f'agent, episode {k + 1}',
+                                   size=size)
+    env = _make(cfg, seed, render=True)
     caption = f'expert demo {episode.index}'
     try:
       replayed = expert_replay.replay(
           env, episode, lambda e, step, total, caption=caption: captioned(
-              rendering.frame(e, HEIGHT, WIDTH),
-              f'{caption}  step {step}  return {total:.1f}'),
+              scene(e, size), f'{caption}  step {step}  return {total:.1f}'),
           every=args.every, steps=args.steps)
     finally:
       env.close()
@@ -320,10 +386,10 @@ def _render_beside_expert(args, cfg, actor, out: str, checkpoint: str,
                  f'{episode.file_return:.1f} over its episode; largest '
                  f'observation drift {replayed.drift:.2g})')
   if out.endswith('.png'):
-    write_strip(out, agent_row, expert_row)
+    _write(out, agent_row, expert_row)
   else:
-    write_video(out, gif)
-  print(f'{out}: {len(gif)} frames of {len(episodes)} episode(s) of '
+    _write(out, gif)
+  print(f'{out}: {len(gif)} frames of {len(plan)} episode(s) of '
         f'{cfg.env} from {checkpoint}, beside {path} ({backend})\n'
         + '\n'.join(notes))
   return EXIT_OK

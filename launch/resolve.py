@@ -184,3 +184,21 @@ def load_run_config_to_read(path: str, named_by: str):
     except ConfigError as again:
       raise UsageError(f'{named_by}: config.json is unreadable or invalid '
                        f'({again}; as stored: {e})') from e
+
+
+def restore_learner_state(cfg, checkpoint: str, named_by: str):
+  """(program, learner state) of a run's checkpoint, for a command that
+  reads the run (render, collect-demos): a UsageError where the run's
+  environment cannot be made on this machine (the state's shapes come from
+  it) or the checkpoint does not fit them."""
+  from tandem.agents.core import checkpointing
+  program = programs.for_config(cfg)
+  try:
+    template = program.learner_template(cfg)
+  except (ValueError, ImportError) as e:
+    raise UsageError(f'{named_by}: its environment {cfg.env} cannot be made '
+                     f'on this machine ({e})') from e
+  try:
+    return program, checkpointing.restore_tree(checkpoint, template)
+  except checkpointing.CheckpointError as e:
+    raise UsageError(f'{named_by}: {e}') from e

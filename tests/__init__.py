@@ -21,3 +21,15 @@ def load_script(folder: str, name: str):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def no_gl(why) -> None:
+  """Skips a test that needs an OpenGL back end where none works, but fails
+  it in CI (CI=true): there the render tests must run, not pass by being
+  skipped."""
+  import pytest
+  message = f'nothing renders on this machine: {why}'
+  if os.environ.get('CI'):
+    pytest.fail(message + ' (CI: install libegl1 libgl1-mesa-dri or '
+                'libosmesa6)')
+  pytest.skip(message)

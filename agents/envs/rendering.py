@@ -52,8 +52,9 @@ def choose_backend(candidates: Optional[Sequence[str]] = None) -> str:
   MuJoCo is imported. RenderingUnavailable names what each tried back end
   said and the Debian packages that provide one."""
   chosen = os.environ.get('MUJOCO_GL', '')
+  explicit = candidates is None and chosen not in ('', 'disable')
   if candidates is None:
-    candidates = (chosen,) if chosen not in ('', 'disable') else BACKENDS
+    candidates = (chosen,) if explicit else BACKENDS
   failures = []
   for backend in candidates:
     why = _works(backend)
@@ -62,12 +63,27 @@ def choose_backend(candidates: Optional[Sequence[str]] = None) -> str:
       os.environ['PYOPENGL_PLATFORM'] = backend
       return backend
     failures.append(f'MUJOCO_GL={backend}: {why}')
-  install = ' or '.join(f'{PACKAGES.get(b, "?")} (for {b})'
-                        for b in candidates)
   raise RenderingUnavailable(
       'no OpenGL back end renders on this machine ('
-      + '; '.join(failures) + f'); install {install}, e.g. `apt install '
-      f'{PACKAGES.get(candidates[0], "libegl1")}`')
+      + '; '.join(failures) + '); ' + _remedy(candidates, explicit))
+
+
+def _remedy(tried: Sequence[str], explicit: bool) -> str:
+  """What to do when none of `tried` renders: the Debian packages of those
+  Tandem knows, and, where the user's own MUJOCO_GL was the only one tried,
+  leaving the choice to Tandem."""
+  known = [b for b in tried if b in PACKAGES]
+  steps = []
+  if known:
+    steps.append('install ' + ' or '.join(f'{PACKAGES[b]} (for {b})'
+                                          for b in known)
+                 + f', e.g. `apt install {PACKAGES[known[0]]}`')
+  if explicit:
+    steps.append(f'unset MUJOCO_GL (set to {tried[0]!r}) to let Tandem try '
+                 + ' and '.join(BACKENDS) + ', or set it to one of them'
+                 + ('' if known else ' (`apt install '
+                    + PACKAGES[BACKENDS[0]] + '` for egl)'))
+  return '; or '.join(steps)
 
 
 def needs_mujoco_gl(name: str) -> bool:
@@ -92,6 +108,11 @@ def frame(env, height: int, width: int) -> np.ndarray:
   inner = getattr(env, 'wrapped', env)
   physics = getattr(inner, 'physics', None)
   if physics is not None:
+    # The model's off-screen buffer (640 x 480 unless its XML says more)
+    # bounds the size MuJoCo can draw: grown to the size asked.
+    limits = physics.model.vis.global_
+    limits.offwidth = max(int(limits.offwidth), width)
+    limits.offheight = max(int(limits.offheight), height)
     return np.asarray(physics.render(height, width, camera_id=0), np.uint8)
   gym_env = getattr(inner, 'gym_env', None)
   if gym_env is not None:

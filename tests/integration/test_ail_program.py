@@ -10,7 +10,6 @@ import time
 from absl.testing import absltest
 import launchpad as lp
 import numpy as np
-import pytest
 
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import learner as ail_learner
@@ -20,6 +19,7 @@ from tandem.agents.core import schedules
 from tandem.configs import ail as named
 from tandem.launch import ail
 from tandem.launch import config as config_lib
+from tests import no_gl
 from tests.integration.conftest import (processes_mentioning, run_tandem,
                                         tensorboard_matches_csv)
 from tests.integration.demo_data import write_cartpole_demos, write_demos
@@ -224,9 +224,13 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
                    '--episodes', '2', '--out', str(gif)],
                   env={'MUJOCO_GL': ''})  # '' lets render choose
   if r5.returncode == 2 and 'no OpenGL back end renders' in r5.stderr:
-    pytest.skip(f'nothing renders on this machine: {r5.stderr[-500:]}')
+    no_gl(r5.stderr[-500:])
   assert r5.returncode == 0, r5.stderr[-2000:]
   assert os.path.basename(latest) in r5.stdout
+  # The run's file holds one episode, two were asked for: the agent is
+  # drawn alone, and the output says why.
+  assert 'the agent alone, not beside the expert' in r5.stdout
+  assert 'hold 1 episodes' in r5.stdout
   from PIL import Image
   with Image.open(gif) as image:
     assert image.n_frames == 2 * 3 and image.size[0] == 320

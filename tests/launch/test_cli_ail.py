@@ -1,6 +1,7 @@
 """`tandem train-ail` and `collect-demos` reject bad input before launch."""
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -164,6 +165,21 @@ def test_collect_demos_checks_out_before_collecting(capsys, tmp_path,
                   '1', '--out', str(tmp_path / 'no_such_dir' / 'x.npz'))
   assert rc == errors.EXIT_BAD_INPUT, err
   assert 'no_such_dir' in err and 'not writable' in err, err
+  assert calls == []
+
+
+def test_collect_demos_names_an_environment_this_machine_lacks(
+    capsys, tmp_path, monkeypatch):
+  rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
+  with open(rd.config) as f:
+    config = json.load(f)
+  config['env'] = 'gym:NoSuchTask-v0'  # made elsewhere, say
+  with open(rd.config, 'w') as f:
+    json.dump(config, f)
+  rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
+                  '1', '--out', str(tmp_path / 'x.npz'))
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert 'gym:NoSuchTask-v0 cannot be made on this machine' in err, err
   assert calls == []
 
 

@@ -13,8 +13,9 @@ from tandem.launch import errors
 
 
 def _run(root, name, seed, returns, estep='next', seconds_per_step=0.01,
-         env='cartpole:swingup'):
-  """A run directory with a config.json and evaluations every 1000 steps."""
+         env='cartpole:swingup', finished=True):
+  """A run directory with a config.json and evaluations every 1000 steps;
+  `finished`: with the final.json a run writes at its budget."""
   path = root / name
   (path / 'logs').mkdir(parents=True)
   (path / 'config.json').write_text(json.dumps(
@@ -23,6 +24,9 @@ def _run(root, name, seed, returns, estep='next', seconds_per_step=0.01,
   for i, r in enumerate(returns):
     log.write({'env_steps': 1000 * i, 'learner_steps': 10 * i,
                'elapsed_s': 1000 * i * seconds_per_step, 'eval_return': r})
+  if finished:
+    (path / 'final.json').write_text(json.dumps(
+        {'final_eval_return': returns[-1]}))
   return str(path)
 
 
@@ -177,6 +181,43 @@ def test_compare_names_a_run_it_cannot_read(tmp_path, capsys, damage,
   assert not (tmp_path / 'c.png').exists()
 
 
+def test_an_unfinished_run_is_counted_and_named(runs, tmp_path, capsys):
+  late = _run(tmp_path / 'more', 'a_s3', 3, [0, 20], finished=False)
+  assert cli.main(['compare', *runs, late, '--out',
+                   str(tmp_path / 'c.png')]) == errors.EXIT_OK
+  printed = capsys.readouterr().out
+  assert '| a | 4 (1 unfinished) |' in printed and '| b | 3 |' in printed
+  assert printed.count('unfinished (no final.json') == 1 and late in printed
+
+
+def test_runs_named_alike_in_two_folders_are_two_groups(tmp_path, capsys):
+  first = [_run(tmp_path / 'study_a', f'gail_s{i}', i, [0, 100]) for i in
+           range(2)]
+  second = [_run(tmp_path / 'study_b', f'gail_s{i}', i, [0, 50]) for i in
+            range(2)]
+  assert cli.main(['compare', *first, *second, '--out',
+                   str(tmp_path / 'c.png')]) == errors.EXIT_OK
+  out = capsys.readouterr()
+  assert '| study_a/gail | 2 |' in out.out
+  assert '| study_b/gail | 2 |' in out.out and '-50.0 (2 seeds)' in out.out
+  assert 'warning' not in out.err
+  # Grouped by a field both share, the seeds repeat within one group: said.
+  assert cli.main(['compare', *first, *second, '--by', 'mpo.estep_states',
+                   '--out', str(tmp_path / 'c.png')]) == errors.EXIT_OK
+  err = capsys.readouterr().err
+  assert 'group mpo.estep_states=next holds seed(s) 0, 1 more than once' in err
+
+
+@pytest.mark.parametrize('out', ['missing_dir/c.png', '.'])
+def test_an_unusable_out_is_refused_before_any_run_is_read(tmp_path, capsys,
+                                                           out):
+  rc = cli.main(['compare', str(tmp_path / 'not_a_run'), '--out',
+                 str(tmp_path / out)])
+  err = capsys.readouterr().err
+  assert rc == errors.EXIT_BAD_INPUT and '--out' in err
+  assert 'not_a_run' not in err and not (tmp_path / 'missing_dir').exists()
+
+
 def test_an_unknown_by_field_is_named(runs, tmp_path, capsys):
   rc = cli.main(['compare', *runs, '--by', 'mpo.nope',
                  '--out', str(tmp_path / 'c.png')])
@@ -230,3 +271,18 @@ def test_runs_of_different_tasks_are_refused_by_name(runs, tmp_path, capsys):
   assert (f'cartpole:swingup ({runs[0]}, {runs[3]}); walker:walk ({walker})'
           in err), err
   assert not out.exists()
+
+
+def test_a_reader_that_goes_away_ends_it_without_a_traceback(runs, tmp_path,
+                                                             monkeypatch):
+  # `tandem compare ... | head -1`: the pipe's reader is gone before the
+  # table is written.
+  read_end, write_end = os.pipe()
+  os.close(read_end)
+  stdout = os.fdopen(write_end, 'w', buffering=1)
+  monkeypatch.setattr('sys.stdout', stdout)
+  try:
+    rc = cli.main(['compare', *runs, '--out', str(tmp_path / 'c.png')])
+  finally:
+    stdout.close()
+  assert rc == 141

@@ -16,7 +16,7 @@ from tandem.configs import mpo as named
 from tandem.launch import config as config_lib
 from tandem.launch import errors
 from tandem.launch import render
-from tests import REPO_ROOT
+from tests import REPO_ROOT, no_gl
 
 
 def _tandem(*args, env=None):
@@ -65,7 +65,7 @@ def backend():
   try:
     return rendering.choose_backend()
   except rendering.RenderingUnavailable as e:
-    pytest.skip(f'nothing renders on this machine: {e}')
+    no_gl(e)
   finally:
     for k, v in before.items():
       os.environ.pop(k, None)
@@ -171,6 +171,14 @@ def test_a_task_mujoco_does_not_draw_needs_no_gl_back_end(pendulum_run,
   assert strip.shape == (500 + render.BAND, 3 * 500, 3)  # steps 0, 3, 6
   assert len(np.unique(strip[render.BAND:, :500].reshape(-1, 3),
                        axis=0)) > 2  # the pendulum, not a blank frame
+  # A size asked for: gymnasium's 500 x 500 frames scaled to it.
+  r = _tandem('render', pendulum_run.root, '--steps', '3', '--every', '3',
+              '--size', '250x200', '--out', str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  scaled = np.asarray(Image.open(out).convert('RGB'))
+  assert scaled.shape == (200 + render.BAND, 2 * 250, 3)
+  assert len(np.unique(scaled[render.BAND:, :250].reshape(-1, 3),
+                       axis=0)) > 2
 
 
 def test_a_missing_drawing_library_is_named_not_a_traceback(pendulum_run,
@@ -225,6 +233,9 @@ def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
     (['--out', 'clip.avi'], '.gif or .mp4 file (animated) or a .png'),
     (['--episodes', '0'], '--episodes'),
     (['--checkpoint', 'best'], "'latest' or a learner step"),
+    (['--size', '640'], '--size: expected WIDTHxHEIGHT'),
+    (['--size', '8x8'], 'each 16 to 4096'),
+    (['--no-beside_expert', '--demos', 'x.npz'], 'not go with'),
 ])
 def test_render_refuses_bad_arguments_before_rendering(run, args, named):
   r = _tandem('render', run.root, *args)
@@ -263,7 +274,51 @@ def test_without_a_gl_back_end_render_says_what_to_install(run, tmp_path):
   assert r.returncode == 2, r.stderr[-2000:]
   assert 'no OpenGL back end renders' in r.stderr
   assert 'MUJOCO_GL=no_such_backend' in r.stderr
+  # The user's own MUJOCO_GL was the only one tried: leave it to Tandem.
+  assert "unset MUJOCO_GL (set to 'no_such_backend')" in r.stderr
   assert not (tmp_path / 'x.gif').exists()
+
+
+def test_a_run_whose_environment_cannot_be_made_here_is_named(run, tmp_path):
+  with open(run.config) as f:
+    config = json.load(f)
+  config['env'] = 'gym:NoSuchTask-v0'
+  moved = tmp_path / 'elsewhere'
+  os.makedirs(moved / 'checkpoints')
+  (moved / 'config.json').write_text(json.dumps(config))
+  os.symlink(run.learner_checkpoints, moved / 'checkpoints' / 'learner')
+  r = _tandem('render', str(moved), '--steps', '4', '--out',
+              str(tmp_path / 'x.gif'))
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert 'gym:NoSuchTask-v0 cannot be made on this machine' in r.stderr
+  assert 'Traceback' not in r.stderr
+
+
+def test_a_failed_write_is_named_and_leaves_nothing(pendulum_run, tmp_path,
+                                                   monkeypatch, capsys):
+  # In this process (no MuJoCo back end here): a task pygame draws.
+  from tandem.launch import cli
+
+  def full_disk(*args, **kwargs):
+    raise OSError(28, 'No space left on device')
+  monkeypatch.setattr(render, 'write_gif', full_disk)
+  out = tmp_path / 'x.gif'
+  assert cli.main(['render', pendulum_run.root, '--steps', '2',
+                   '--out', str(out)]) == errors.EXIT_BAD_INPUT
+  assert 'No space left on device' in capsys.readouterr().err
+  assert not out.exists()
+
+
+def test_a_users_own_mujoco_gl_that_fails_gets_a_way_out(monkeypatch):
+  monkeypatch.setattr(rendering, '_works', lambda backend: 'cannot load')
+  monkeypatch.setenv('MUJOCO_GL', 'glfw')
+  with pytest.raises(rendering.RenderingUnavailable) as info:
+    rendering.choose_backend()
+  message = str(info.value)
+  assert 'MUJOCO_GL=glfw: cannot load' in message
+  assert "unset MUJOCO_GL (set to 'glfw') to let Tandem try egl and osmesa" \
+      in message
+  assert '?' not in message  # no package made up for a back end it knows not
 
 
 def test_the_install_hint_names_each_back_ends_debian_packages(monkeypatch):
@@ -279,10 +334,10 @@ def test_a_png_out_is_a_strip_of_the_frames_in_a_row(run, backend, tmp_path):
   from PIL import Image
   out = tmp_path / 'strip.png'
   r = _tandem('render', run.root, '--steps', '30', '--every', '10',
-              '--out', str(out))
+              '--size', '200x150', '--out', str(out))
   assert r.returncode == 0, r.stderr[-2000:]
   with Image.open(out) as strip:
-    assert strip.size == (4 * 320, 240 + render.BAND)  # steps 0, 10, 20, 30
+    assert strip.size == (4 * 200, 150 + render.BAND)  # steps 0, 10, 20, 30
   r = _tandem('render', run.root, '--steps', '1000', '--every', '10',
               '--out', str(tmp_path / 'long.png'))
   assert r.returncode == 2 and 'at most 12' in r.stderr, r.stderr[-2000:]
@@ -379,6 +434,37 @@ def test_beside_expert_refusals_are_named(ail_run, moved_start, tmp_path,
               '--out', str(tmp_path / 'x.gif'), *args)
   assert r.returncode == 2, r.stderr[-2000:]
   assert named in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_an_adversarial_run_is_shown_beside_its_expert_by_default(
+    ail_run, moved_start, backend, tmp_path):
+  from PIL import Image
+  rd, _ = ail_run
+  out = tmp_path / 'default.gif'
+  r = _tandem('render', rd.root, '--steps', '8', '--every', '4', '--out',
+              str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'episode 1 (seed 0)' in r.stdout and 'beside' in r.stdout
+  with Image.open(out) as gif:
+    assert gif.size == (2 * 320, 240 + render.BAND)
+  r = _tandem('render', rd.root, '--steps', '8', '--every', '4',
+              '--no-beside_expert', '--out', str(out))
+  assert r.returncode == 0 and 'beside' not in r.stdout, r.stderr[-2000:]
+  with Image.open(out) as gif:
+    assert gif.size == (320, 240 + render.BAND)
+  # A run whose own file's starts no seed gives: the agent alone, said why.
+  lost = _untrained_run(tmp_path, 'lost', base=_ail_tiny(),
+                        demos=moved_start)
+  r = _tandem('render', lost.root, '--steps', '8', '--every', '4', '--out',
+              str(out))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'the agent alone, not beside the expert' in r.stdout
+  assert 'no environment seed' in r.stdout
+
+
+def _ail_tiny():
+  from tandem.configs import ail as named_ail
+  return named_ail.tiny()
 
 
 def test_beside_expert_needs_demonstrations(run, tmp_path):
