@@ -55,10 +55,23 @@ class Logger:
     if set_aside_torn_line(self._path, torn_dir):
       logging.warning('%s: its last line had no line end; moved to %s',
                       self._path, torn_dir)
+    # The env steps of the last row an earlier launch left (a resume has cut
+    # the rows past its checkpoint by then): TensorBoard is told to drop
+    # the events beyond it, which a killed launch may have written.
+    self._continues_after: Optional[int] = None
     if os.path.exists(self._path) and os.path.getsize(self._path) > 0:
       with open(self._path, newline='') as f:
-        header = next(csv.reader(f), None)
+        reader = csv.reader(f)
+        header = next(reader, None)
+        last = None
+        for last in reader:
+          pass
       self._fields = header
+      if header and last and 'env_steps' in header:
+        try:
+          self._continues_after = int(float(last[header.index('env_steps')]))
+        except (IndexError, ValueError):
+          pass
     self._tb: Optional[EventFile] = None
     self._tb_enabled = tensorboard
 
@@ -94,6 +107,8 @@ class Logger:
       except ImportError:  # no tensorboard package: CSVs only
         self._tb_enabled = False
         return
+      if self._continues_after is not None:
+        self._tb.restart(self._continues_after + 1)
     self._tb.write_scalars(
         int(row['env_steps']), float(row['wall_time']),
         {f'{self._label}/{k}': v for k, v in row.items()
@@ -137,6 +152,16 @@ class EventFile:
                for tag, v in scalars.items()])
     self._write(self._event_pb2.Event(step=step, wall_time=wall_time,
                                       summary=summary))
+
+  def restart(self, step: int) -> None:
+    """Marks a restart at `step`: TensorBoard drops the events of earlier
+    files at this step and beyond (a session log START event, which it
+    honours in files of version 2, as these are; it never reorders by step
+    alone)."""
+    from tensorboard.compat.proto import event_pb2
+    self._write(event_pb2.Event(
+        step=step, wall_time=time.time(),
+        session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)))
 
   def _write(self, event) -> None:
     self._records.write(event.SerializeToString())

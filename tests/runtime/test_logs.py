@@ -98,3 +98,26 @@ def test_tensorboard_holds_every_row_under_the_csv_names(tmp_path):
   # The event's wall time is the CSV row's.
   assert [e.wall_time for e in loss] == pytest.approx(
       [r['wall_time'] for r in logs.read_csv(again.path)])
+
+
+def test_tensorboard_drops_the_rows_a_resume_cut_from_the_csv(tmp_path):
+  """A killed launch wrote rows past its last checkpoint; the resume moves
+  them out of the CSV, and TensorBoard must not show them either."""
+  from tensorboard.backend.event_processing import event_accumulator
+  from tandem.agents.runtime import resume
+  first = logs.Logger(str(tmp_path), 'evaluator')
+  for i in range(5):
+    first.write({'env_steps': 100 * i, 'learner_steps': i, 'ret': i})
+  # The checkpoint was at env step 200: rows 300 and 400 are cut.
+  assert resume._cut(first.path, 'env_steps', 200,
+                     str(tmp_path / 'discarded')) == 2
+  again = logs.Logger(str(tmp_path), 'evaluator')
+  for step in (250, 350):
+    again.write({'env_steps': step, 'learner_steps': step // 100,
+                 'ret': -step})
+  acc = event_accumulator.EventAccumulator(str(tmp_path / 'tb' / 'evaluator'))
+  acc.Reload()
+  shown = [(e.step, e.value) for e in acc.Scalars('evaluator/ret')]
+  kept = [(r['env_steps'], r['ret']) for r in logs.read_csv(again.path)]
+  assert shown == kept == [(0, 0), (100, 1), (200, 2), (250, -250),
+                           (350, -350)]
