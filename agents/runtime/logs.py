@@ -15,6 +15,7 @@ counts (checked here) and continue the same file across restarts.
 
 from __future__ import annotations
 
+import collections
 import csv
 import itertools
 import logging
@@ -63,9 +64,8 @@ class Logger:
       with open(self._path, newline='') as f:
         reader = csv.reader(f)
         header = next(reader, None)
-        last = None
-        for last in reader:
-          pass
+        last = collections.deque(reader, maxlen=1)
+        last = last[0] if last else None
       self._fields = header
       if header and last and 'env_steps' in header:
         try:
