@@ -107,6 +107,7 @@ def read_mp4(path):
   return np.stack(frames), (w, h)
 
 
+@pytest.mark.slow  # 13 s; the gymnasium test below decodes an MP4 too
 def test_render_writes_a_playable_mp4_of_the_gifs_frames(run, backend,
                                                          tmp_path):
   from PIL import Image
@@ -422,7 +423,9 @@ def moved_start(ail_run, tmp_path_factory):
 
 
 @pytest.mark.parametrize('args, named', [
-    (['--demos', 'MOVED'], 'no environment seed'),
+    # Searching 100 seeds takes 13 s.
+    pytest.param(['--demos', 'MOVED'], 'no environment seed',
+                 marks=pytest.mark.slow),
     (['--expert_episode', '2'], 'hold 2 episodes'),
     (['--demos', '/nonexistent/demos.npz'], '/nonexistent/demos.npz'),
 ])
