@@ -331,7 +331,8 @@ def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
               color='gray')
     if twin is not None:
       twin.set_ylabel('learned return (dotted)', color='gray')
-    ax.set_title(f'{kind.upper()} — cartpole:swingup')
+    task = _one_value([r['task'] for r in runs_by_kind[kind]])
+    ax.set_title(f'{kind.upper()} — {task if isinstance(task, str) else "its task"}')
     ax.set_xlabel('global env steps')
     ax.set_ylabel('evaluation return (mean action)')
     ax.grid(alpha=0.3)

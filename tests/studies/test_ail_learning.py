@@ -264,3 +264,18 @@ def test_the_summary_holds_tandem_compares_table_against_the_expert(study,
   # final return.
   assert '| airl |' not in section
   assert "of 869.4, the expert's mean return" in section
+
+
+def test_the_figure_names_the_runs_task(tmp_path, monkeypatch):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'gail', 0, [0.0, 500.0], env='point_mass:easy')
+  titles = []
+  real = al.harness.save_figure
+
+  def keep_titles(fig, path):
+    titles.extend(ax.get_title() for ax in fig.axes if ax.get_title())
+    real(fig, path)
+  monkeypatch.setattr(al.harness, 'save_figure', keep_titles)
+  al.summarise(str(runs), ['gail'], DEMOS, png=str(tmp_path / 'x.png'),
+               records_dir=None)
+  assert titles == ['GAIL — point_mass:easy']
