@@ -127,3 +127,16 @@ def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
   for name in ('gail_cartpole', 'airl_cartpole'):
     m = getattr(ail_named, name)().mpo
     assert (m.estep_states, m.epsilon_mean) == ('current', 0.0025), name
+
+
+def test_gail_point_mass_is_the_measured_study_cell():
+  """The point_mass study ran gail_cartpole with `--set env=point_mass:easy
+  --set ail.gradient_penalty=0` at a 100k budget: the named config is those
+  settings and nothing else."""
+  from tandem.configs import ail as ail_named
+  studied = config_lib.apply_overrides(ail_named.gail_cartpole(), {
+      'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
+      'env_step_budget': '100000', 'name': 'gail_point_mass'})
+  assert config_lib.to_dict(ail_named.gail_point_mass()) == \
+      config_lib.to_dict(studied)
+  assert ail_named.gail_point_mass().ail.gradient_penalty == 0.0
