@@ -17,8 +17,10 @@
   tandem compare runs/a_s0 runs/a_s1 runs/b_s0 ... [--by FIELD] [--out PNG]
                  [--reference RETURN]
   tandem render runs/<name> [--checkpoint latest|STEP] [--episodes N]
-                [--steps N] [--every K] [--out FILE.gif|FILE.mp4|FILE.png]
-                [--beside_expert [--demos FILE] [--expert_episode E]]
+                [--steps N] [--every K] [--seed S] [--size WxH]
+                [--out FILE.gif|FILE.mp4|FILE.png]
+                [--beside_expert | --no-beside_expert] [--demos FILE]
+                [--expert_episode E]
 
 Everything that can be checked is checked before any process starts: the
 config (every field), the environment name, the run directory (not in use,
@@ -122,7 +124,8 @@ def make_parser() -> argparse.ArgumentParser:
   m.add_argument('run_dirs', nargs='+', metavar='RUN_DIR')
   m.add_argument('--by', help='group by this config field (dotted, e.g. '
                  'mpo.estep_states); default: the run name without its seed '
-                 '(_s<N>)')
+                 '(_s<N>), as folder/name where that name lies in several '
+                 'folders')
   m.add_argument('--out', default='compare.png', help='PNG path (default: '
                  'compare.png)')
   m.add_argument('--reference', type=float,
@@ -145,15 +148,16 @@ def make_parser() -> argparse.ArgumentParser:
                  '(the frames in a row) path (default: '
                  'RUN_DIR/render-<checkpoint>.gif)')
   r.add_argument('--size', metavar='WIDTHxHEIGHT',
-                 help='frame size in pixels (default: 320x240 for dm_control, '
+                 help="each scene's size in pixels, a caption band of "
+                 '24 pixels above it (default: 320x240 for dm_control, '
                  "a gymnasium task's own size; its frames are scaled to "
                  'a given one)')
   r.add_argument('--beside_expert', action=argparse.BooleanOptionalAction,
                  default=None,
-                 help="each episode from a demonstration episode's start, "
-                 "with the expert's actions replayed beside the agent "
-                 '(default for adversarial runs where their file is at hand; '
-                 'else the agent alone, saying why)')
+                 help="each episode from a demonstration episode's start "
+                 "(its seed, not --seed), with the expert's actions replayed "
+                 'beside the agent (default for adversarial runs where their '
+                 'file is at hand; else the agent alone, saying why)')
   r.add_argument('--demos', help='the demonstrations to show beside the '
                  "agent (default: the run's own; an MPO run needs one)")
   r.add_argument('--expert_episode', type=int, default=None,
@@ -201,6 +205,14 @@ def check_stack(command: str) -> None:
         'requirements.lock` in a 3.10 environment.')
 
 
+def _flushed(code: int) -> int:
+  """`code`, once what the command printed has reached stdout: a reader
+  that went away (`| head`) is met here, inside main's handler, rather than
+  in the interpreter's flush at exit."""
+  sys.stdout.flush()
+  return code
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = make_parser()
   args, extra = parser.parse_known_args(argv)
@@ -216,17 +228,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if extra:
       parser.error(f'unrecognized arguments: {extra}')
     if args.command == 'collect-demos':
-      return demos.collect_demos(args)
+      return _flushed(demos.collect_demos(args))
     if args.command == 'replica':
       from tandem.launch.cloud import replica
       return replica.run(args.run_dir, args.segment, args.resume)
     if args.command == 'render':
       from tandem.launch import render
-      return render.render_run(args)
+      return _flushed(render.render_run(args))
     if args.command == 'compare':
       from tandem.launch import compare
-      return compare.compare(args)
-    return plot(args)
+      return _flushed(compare.compare(args))
+    return _flushed(plot(args))
   except (UsageError, ConfigError) as e:
     print(f'tandem: error: {e}', file=sys.stderr)
     return EXIT_BAD_INPUT

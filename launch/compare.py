@@ -3,7 +3,7 @@
 Runs are grouped by a label: the value of a config field (`--by
 mpo.estep_states`), or by default the run directory's name without a
 trailing seed (`cartpole_s0`, `cartpole_s1` -> `cartpole`; `folder/name`
-where runs named alike in different folders would otherwise share a seed).
+where runs named alike lie in different folders).
 Each group's curve is the median evaluation return over its runs, with the
 interquartile band, against global env steps and against wall-clock
 (`elapsed_s`: the time the program has run, all launches), up to where its
@@ -135,14 +135,17 @@ def repeated_seeds(runs: list) -> dict:
 
 def parent_labels(runs: list) -> list:
   """Runs named alike in different folders (`study_a/gail_s0`,
-  `study_b/gail_s0`) are different variants, not more seeds: where a group
-  by name holds a seed twice, its runs are labelled `folder/name` instead."""
-  clash = repeated_seeds(runs)
-
+  `study_b/gail_s3`) are different variants, not more seeds: where one name
+  covers runs of more than one folder, its runs are labelled `folder/name`.
+  The folder is that of the run's absolute path, so a run named from inside
+  its folder is labelled as one named from outside."""
   def folder(run):
-    return os.path.basename(os.path.dirname(os.path.normpath(run.path)))
-  return [r._replace(label=f'{folder(r)}/{r.label}') if r.label in clash
-          else r for r in runs]
+    return os.path.basename(os.path.dirname(os.path.abspath(run.path)))
+  folders: dict = {}
+  for run in runs:
+    folders.setdefault(run.label, set()).add(folder(run))
+  return [r._replace(label=f'{folder(r)}/{r.label}')
+          if len(folders[r.label]) > 1 else r for r in runs]
 
 
 def first_reaching(x: np.ndarray, returns: np.ndarray, threshold: float):

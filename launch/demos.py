@@ -149,7 +149,11 @@ def collect_demos(args) -> int:
   env = environments.make_environment(cfg.env, seed=0)
   keys = demonstrations.observation_keys(env)
   env.close()
-  demonstrations.save(args.out, demos, keys)
+  try:
+    demonstrations.save(args.out, demos, keys)
+  except OSError as e:
+    raise UsageError(f'--out {args.out}: cannot write it ({e.strerror or e}); '
+                     'nothing was written there') from e
   loaded = demonstrations.load_for_environment(args.out, cfg.env)
   returns = loaded.episode_returns
   print(f'{args.out}: {loaded.num_episodes} episodes, '

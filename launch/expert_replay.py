@@ -70,7 +70,7 @@ def start_seed(make_env, episode: Episode) -> int:
       f'no environment seed (its number, 0..{SEED_SEARCH - 1}) resets to, so '
       'its start '
       'state cannot be set up again (the file holds observations, not '
-      'simulator states); render without --beside_expert')
+      'simulator states); --no-beside_expert draws the agent alone')
 
 
 @dataclasses.dataclass

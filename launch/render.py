@@ -334,7 +334,8 @@ def _expert_plan(args, cfg):
   except UsageError as e:
     if asked:
       raise
-    print(f'the agent alone, not beside the expert: {e}')
+    why = str(e).removeprefix('--beside_expert: ')
+    print(f'the agent alone, not beside the expert: {why}')
     return None
   return path, plan
 

@@ -196,8 +196,11 @@ def restore_learner_state(cfg, checkpoint: str, named_by: str):
   try:
     template = program.learner_template(cfg)
   except (ValueError, ImportError) as e:
+    # The first sentence: an unknown gymnasium id's error goes on to list
+    # every id this machine has.
+    why = str(e).split('. ')[0].rstrip('.')
     raise UsageError(f'{named_by}: its environment {cfg.env} cannot be made '
-                     f'on this machine ({e})') from e
+                     f'on this machine ({why})') from e
   try:
     return program, checkpointing.restore_tree(checkpoint, template)
   except checkpointing.CheckpointError as e:

@@ -180,7 +180,24 @@ def test_collect_demos_names_an_environment_this_machine_lacks(
                   '1', '--out', str(tmp_path / 'x.npz'))
   assert rc == errors.EXIT_BAD_INPUT, err
   assert 'gym:NoSuchTask-v0 cannot be made on this machine' in err, err
+  assert 'Registered ids' not in err  # not every id this machine has
   assert calls == []
+
+
+def test_collect_demos_names_a_failed_write(capsys, tmp_path, monkeypatch):
+  from tandem.agents.ail import demonstrations
+  rd, calls = _run_with_checkpoint(tmp_path, monkeypatch)
+  monkeypatch.setattr(demonstrations, 'collect', lambda *a, **k: None)
+
+  def full_disk(*args, **kwargs):
+    raise OSError(28, 'No space left on device')
+  monkeypatch.setattr(demonstrations, 'save', full_disk)
+  out = tmp_path / 'x.npz'
+  rc, err = _main(capsys, 'collect-demos', '--run', rd.root, '--episodes',
+                  '1', '--out', str(out))
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert 'No space left on device' in err and str(out) in err, err
+  assert not out.exists()
 
 
 def test_collect_demos_keeps_an_existing_out_file_unless_told(

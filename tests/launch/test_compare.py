@@ -182,12 +182,27 @@ def test_compare_names_a_run_it_cannot_read(tmp_path, capsys, damage,
 
 
 def test_an_unfinished_run_is_counted_and_named(runs, tmp_path, capsys):
-  late = _run(tmp_path / 'more', 'a_s3', 3, [0, 20], finished=False)
+  late = _run(tmp_path, 'a_s3', 3, [0, 20], finished=False)
   assert cli.main(['compare', *runs, late, '--out',
                    str(tmp_path / 'c.png')]) == errors.EXIT_OK
   printed = capsys.readouterr().out
   assert '| a | 4 (1 unfinished) |' in printed and '| b | 3 |' in printed
   assert printed.count('unfinished (no final.json') == 1 and late in printed
+
+
+def test_runs_named_alike_in_two_folders_are_two_groups_whatever_the_seeds(
+    tmp_path, monkeypatch, capsys):
+  first = [_run(tmp_path / 'study_a', f'gail_s{i}', i, [0, 100]) for i in
+           range(2)]
+  later = [_run(tmp_path / 'study_b', f'gail_s{i}', i, [0, 50]) for i in
+           range(2, 4)]
+  # Named from inside study_a: bare names, the folder is still known.
+  monkeypatch.chdir(tmp_path / 'study_a')
+  assert cli.main(['compare', 'gail_s0', 'gail_s1', *later, '--out',
+                   str(tmp_path / 'c.png')]) == errors.EXIT_OK
+  out = capsys.readouterr().out
+  assert '| study_a/gail | 2 |' in out and '| study_b/gail | 2 |' in out
+  assert len(first) == 2
 
 
 def test_runs_named_alike_in_two_folders_are_two_groups(tmp_path, capsys):
@@ -208,13 +223,16 @@ def test_runs_named_alike_in_two_folders_are_two_groups(tmp_path, capsys):
   assert 'group mpo.estep_states=next holds seed(s) 0, 1 more than once' in err
 
 
-@pytest.mark.parametrize('out', ['missing_dir/c.png', '.'])
+@pytest.mark.parametrize('out, why', [
+    ('missing_dir/c.png', 'does not exist or is not writable'),
+    ('a_folder.png', 'is a directory')])
 def test_an_unusable_out_is_refused_before_any_run_is_read(tmp_path, capsys,
-                                                           out):
+                                                           out, why):
+  (tmp_path / 'a_folder.png').mkdir()
   rc = cli.main(['compare', str(tmp_path / 'not_a_run'), '--out',
                  str(tmp_path / out)])
   err = capsys.readouterr().err
-  assert rc == errors.EXIT_BAD_INPUT and '--out' in err
+  assert rc == errors.EXIT_BAD_INPUT and why in err, err
   assert 'not_a_run' not in err and not (tmp_path / 'missing_dir').exists()
 
 
@@ -279,7 +297,8 @@ def test_a_reader_that_goes_away_ends_it_without_a_traceback(runs, tmp_path,
   # table is written.
   read_end, write_end = os.pipe()
   os.close(read_end)
-  stdout = os.fdopen(write_end, 'w', buffering=1)
+  # Block-buffered, as a pipe's stdout is: the write fails at the flush.
+  stdout = os.fdopen(write_end, 'w')
   monkeypatch.setattr('sys.stdout', stdout)
   try:
     rc = cli.main(['compare', *runs, '--out', str(tmp_path / 'c.png')])

@@ -220,10 +220,14 @@ def test_an_odd_frame_size_is_padded_not_rescaled(tmp_path):
 def test_render_picks_a_checkpoint_by_step_and_names_the_ones_there(
     run, backend, tmp_path):
   out = tmp_path / 'early.gif'
+  # Larger than MuJoCo's default off-screen buffer (640 x 480).
   r = _tandem('render', run.root, '--checkpoint', '10', '--steps', '4',
-              '--out', str(out))
+              '--size', '800x600', '--out', str(out))
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'ckpt-000000000010' in r.stdout and out.exists()
+  from PIL import Image
+  with Image.open(out) as gif:
+    assert gif.size == (800, 600 + render.BAND)
   r = _tandem('render', run.root, '--checkpoint', '15', '--steps', '4',
               '--out', str(tmp_path / 'none.gif'))
   assert r.returncode == 2 and '[10, 20]' in r.stderr, r.stderr[-2000:]
