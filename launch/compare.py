@@ -27,8 +27,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from tandem.agents.runtime import logs
-from tandem.launch import errors, plotting
-from tandem.launch.errors import EXIT_OK, UsageError
+from tandem.launch import plotting
+from tandem.launch.errors import EXIT_OK, UsageError, require_writable_dir
 
 _SEED_SUFFIX = re.compile(r'[_-](?:s|seed)\d+$')
 FRACTIONS = (0.5, 0.9)
@@ -329,7 +329,7 @@ def compare(args) -> int:
                                     reference > 0):
     raise UsageError(f'--reference: expected a finite return > 0, got '
                      f'{reference}')
-  errors.require_writable_dir(args.out)
+  require_writable_dir(args.out)
   runs = [read_run(path, args.by) for path in args.run_dirs]
   one_task(runs)
   if args.by is None:

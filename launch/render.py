@@ -305,8 +305,7 @@ def _write(out: str, frames: list, *more_rows: list) -> None:
 
 def _agent_frames(args, cfg, actor, seed: int, *, episodes: int,
                   label: str = 'episode 1', size=None):
-  from tandem.agents.envs import environments
-  env = environments.make_environment(cfg.env, seed=seed, render=True)
+  env = _make(cfg, seed, render=True)
   try:
     return episodes_frames(env, actor, episodes=episodes, every=args.every,
                            steps=args.steps, label=label, size=size)
