@@ -213,6 +213,45 @@ def _flushed(code: int) -> int:
   return code
 
 
+class _DisplayOnly:
+  """stdout for a training run, whose printing is a display: once its
+  reader goes away (`tandem train | head`), what would have been printed
+  goes to /dev/null and the run goes on to its end (its checkpoints, logs
+  and progress.json are what it is for), where a BrokenPipeError in
+  whichever thread printed next would have stopped it."""
+
+  def __init__(self, stream):
+    self._stream = stream
+    self._gone = False
+
+  def write(self, text: str) -> int:
+    try:
+      return self._stream.write(text)
+    except BrokenPipeError:
+      self._reader_gone()
+      return len(text)
+
+  def flush(self) -> None:
+    try:
+      self._stream.flush()
+    except BrokenPipeError:
+      self._reader_gone()
+
+  def _reader_gone(self) -> None:
+    if self._gone:
+      return
+    self._gone = True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, self._stream.fileno())
+    os.close(devnull)
+    print('tandem: standard output was closed; the run goes on without a '
+          'display (its progress: progress.json in the run directory)',
+          file=sys.stderr, flush=True)
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = make_parser()
   args, extra = parser.parse_known_args(argv)
@@ -224,6 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       # reach Vertex AI.
       if argv is None and not args.show_config and args.launch != 'vertex_ai':
         network.isolate(args.network, sys.argv[1:])
+      if not args.show_config:
+        sys.stdout = _DisplayOnly(sys.stdout)
       return train.train(args, extra, args.command)
     if extra:
       parser.error(f'unrecognized arguments: {extra}')

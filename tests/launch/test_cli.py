@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -529,7 +530,6 @@ def test_a_resume_past_the_budget_keeps_the_earlier_final_json(tmp_path):
 def _fresh_python(code, timeout):
   """Runs `code` in a new interpreter at the repository root, where no JAX
   backend is up yet and JAX_PLATFORMS is unset."""
-  import sys
   env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
   return subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, env=env,
                         capture_output=True, text=True, timeout=timeout)
@@ -767,3 +767,41 @@ def test_a_checkpoint_holding_a_nan_is_refused_before_launch(capsys,
   assert rc == errors.EXIT_BAD_INPUT, err
   assert 'ckpt-000000000010.npz' in err and 'non-finite' in err, err
   assert 'the one before it' in err and 'ckpt-000000000005.npz' in err, err
+
+
+# A training command whose reader goes away: `train.train` stands in for a
+# run that prints from two threads (the watcher's status lines, the
+# launcher's report) and, at its end, leaves a file to show it got there.
+_READER_GONE = """
+import sys, threading, time
+from tandem.launch import cli, train
+
+def run(args, extra, command):
+  def status():
+    for k in range(40):
+      print(f'status {k}', flush=True)
+      time.sleep(0.01)
+  watcher = threading.Thread(target=status)
+  watcher.start()
+  watcher.join()
+  print('the report')
+  open(sys.argv[1], 'w').write('ended')
+  return 0
+
+train.train = run
+sys.exit(cli.main(['train', '--config', 'configs/mpo.py:tiny']))
+"""
+
+
+def test_a_training_run_whose_reader_goes_away_runs_to_its_end(tmp_path):
+  ended = tmp_path / 'ended'
+  proc = subprocess.Popen([sys.executable, '-c', _READER_GONE, str(ended)],
+                          cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+  assert proc.stdout.readline() == b'status 0\n'
+  proc.stdout.close()  # `| head -1`
+  err = proc.stderr.read().decode()
+  assert proc.wait(timeout=60) == 0, err
+  assert ended.read_text() == 'ended'
+  assert 'Traceback' not in err and 'BrokenPipe' not in err, err
+  assert err.count('standard output was closed; the run goes on') == 1
