@@ -185,30 +185,49 @@ def write_mp4(path: str, frames: list, fps: int) -> None:
   """An H.264 MP4 of `frames` (yuv420p: what browsers and players take),
   written whole or not at all. The encoder is the ffmpeg that the
   imageio-ffmpeg wheel carries (requirements.lock), so no system package is
-  needed; it writes into a scratch folder, and the finished file is copied
-  into place atomically. yuv420p needs even sides: an odd one is padded
+  needed; it writes into a scratch folder, and only a file it finished
+  (exit status 0) is copied into place, atomically; otherwise an OSError
+  carries what ffmpeg said. yuv420p needs even sides: an odd one is padded
   with a white row or column rather than rescaled."""
   import shutil
+  import subprocess
   import tempfile
   import imageio_ffmpeg
   from tandem.agents.core import files
   h, w = frames[0].shape[:2]
-  size = (w + w % 2, h + h % 2)
 
   def even(frame):
     return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)),
                   constant_values=255)
   with tempfile.TemporaryDirectory(prefix='tandem-render-') as scratch:
     encoded = os.path.join(scratch, 'video.mp4')
-    writer = imageio_ffmpeg.write_frames(
-        encoded, size, fps=fps, codec='libx264', pix_fmt_in='rgb24',
-        pix_fmt_out='yuv420p', macro_block_size=1,
-        ffmpeg_log_level='error')
-    with quiet_fork_warning():
-      writer.send(None)   # starts ffmpeg
-    for frame in frames:
-      writer.send(np.ascontiguousarray(even(frame)))
-    writer.close()
+    command = [
+        imageio_ffmpeg.get_ffmpeg_exe(), '-y', '-v', 'error',
+        '-f', 'rawvideo', '-pix_fmt', 'rgb24',
+        '-s', f'{w + w % 2}x{h + h % 2}', '-r', str(fps), '-i', '-',
+        '-an', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', encoded]
+    # ffmpeg's messages go to a file: a pipe nobody reads while the frames
+    # are written could fill and stall it.
+    with open(os.path.join(scratch, 'ffmpeg.log'), 'w+b') as log:
+      with quiet_fork_warning():
+        encoder = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=log)
+      try:
+        for frame in frames:
+          encoder.stdin.write(np.ascontiguousarray(even(frame)).tobytes())
+      except BrokenPipeError:
+        pass  # ffmpeg ended early; its status and message say why
+      finally:
+        try:
+          encoder.stdin.close()  # the end of the input: ffmpeg finishes
+        except BrokenPipeError:
+          pass
+        status = encoder.wait()
+      if status != 0:
+        log.seek(0)
+        said = log.read().decode(errors='replace').strip().splitlines()
+        raise OSError(f'ffmpeg ended with exit status {status}'
+                      f"{': ' + said[-1] if said else ''}")
     with open(encoded, 'rb') as src:
       files.write_atomic(path, lambda f: shutil.copyfileobj(src, f))
 

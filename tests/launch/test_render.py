@@ -480,3 +480,25 @@ def test_beside_expert_needs_demonstrations(run, tmp_path):
   r = _tandem('render', run.root, '--beside_expert', '--steps', '10',
               '--out', str(tmp_path / 'x.gif'))
   assert r.returncode == 2 and 'learned from no demonstrations' in r.stderr
+
+
+@pytest.mark.parametrize('reads_all', [True, False])
+def test_an_encoder_that_fails_leaves_no_mp4(tmp_path, monkeypatch,
+                                             reads_all):
+  # ffmpeg failing at its end (a full scratch disk when the file is
+  # finished) or early: what it said comes back as an OSError, and no
+  # file, half-written or not, is put in place.
+  import imageio_ffmpeg
+  from tandem.launch import render
+  fake = tmp_path / 'ffmpeg'
+  fake.write_text('#!/bin/sh\n' + ('cat > /dev/null\n' if reads_all else '')
+                  + 'echo "Error writing trailer: No space left on device" >&2\n'
+                  'exit 1\n')
+  fake.chmod(0o755)
+  monkeypatch.setattr(imageio_ffmpeg, 'get_ffmpeg_exe', lambda: str(fake))
+  frames = [np.zeros((64, 64, 3), np.uint8)] * 200
+  out = tmp_path / 'clip.mp4'
+  with pytest.raises(OSError, match='exit status 1: Error writing trailer: '
+                                    'No space left on device'):
+    render.write_mp4(str(out), frames, fps=25)
+  assert not out.exists()
