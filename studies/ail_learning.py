@@ -1,17 +1,21 @@
-"""The learning check of the adversarial program (GAIL, AIRL) on
-cartpole:swingup: runs every (kind, seed) cell, then summarises how fast and
-how far the true evaluation return climbs towards the expert's.
+"""The learning check of the adversarial program (GAIL, AIRL), on
+cartpole:swingup unless a config says otherwise: runs every (kind, seed)
+cell, then summarises how fast and how far the true evaluation return
+climbs towards the expert's.
 
     python studies/ail_learning.py run --kinds gail,airl --seeds 0,1,2
         [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
-        [--records_dir DIR] [--png PNG] [--set FIELD=VALUE ...] [--dry_run]
+        [--records_dir DIR] [--png PNG] [--config NAME ...]
+        [--set FIELD=VALUE ...] [--dry_run]
     python studies/ail_learning.py summary [--runs_root runs/ail_learning]
         [--kinds gail,airl] [--demos FILE.npz] [--records_dir DIR] [--png PNG]
 
 `run` trains the cells one at a time (`tandem train-ail`, from the repo
-root), each as RUNS_ROOT/<kind>_s<seed>, its output streamed to the terminal
-and appended to RUNS_ROOT/<kind>_s<seed>.log. It is resumable: a cell whose
-run directory holds final.json is skipped, one that holds a run without
+root), each kind from configs/ail.py's <kind>_cartpole or the --config of
+its kind, with the --set overrides on top. Each cell runs as
+RUNS_ROOT/<kind>_s<seed>, its output streamed to the terminal and appended
+to RUNS_ROOT/<kind>_s<seed>.log. It is resumable: a cell whose run
+directory holds final.json is skipped, one that holds a run without
 final.json (interrupted) is continued with `train-ail --resume`. After each
 cell it prints the summary so far. --dry_run prints what it would run.
 
@@ -119,12 +123,14 @@ def config_problems(config, kind: str, seed: int) -> list:
 
 
 def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
-              budget: int, records_dir=None, overrides=()):
+              budget: int, records_dir=None, overrides=(), config=None):
   """harness.plan_cell for one cell, started from configs/ail.py's
-  <kind>_cartpole with `overrides` (['ail.bc_weight=0', ...]) on top; a
-  resume keeps the run's stored config."""
+  `config` (default <kind>_cartpole) with `overrides`
+  (['ail.bc_weight=0', ...]) on top; a resume keeps the run's stored
+  config."""
   start = STUDY.command(
-      '--config', f'configs/ail.py:{kind}_cartpole', '--demos', demos,
+      '--config', f'configs/ail.py:{config or kind + "_cartpole"}',
+      '--demos', demos,
       f'--runs_root={runs_root}', '--name', harness.cell_name(kind, seed),
       f'--seed={seed}', f'--env_step_budget={budget}',
       *(f'--{o}' for o in overrides))
@@ -387,7 +393,8 @@ def run(args) -> int:
       STUDY, [(k, s) for k in args.kinds for s in args.seeds],
       args.runs_root,
       lambda k, s: cell_plan(args.runs_root, args.demos, k, s, args.budget,
-                             args.records_dir, args.set),
+                             args.records_dir, args.set,
+                             args.config.get(k)),
       lambda last: summarise(args.runs_root, args.kinds, args.demos,
                              args.png if last else None, args.records_dir),
       dry_run=args.dry_run)
@@ -405,6 +412,25 @@ def override(text: str) -> str:
   return text
 
 
+def named_configs(names: list) -> dict:
+  """{kind: name} for `--config` names of configs/ail.py, each kind given
+  by the config's own `ail.kind`; an unknown name, or two for one kind,
+  is an error naming them."""
+  from tandem.configs import ail as ail_configs
+  by_kind = {}
+  for name in names:
+    if name not in ail_configs.CONFIGS:
+      raise argparse.ArgumentTypeError(
+          f'--config {name}: not a config of configs/ail.py (one of '
+          f'{", ".join(ail_configs.CONFIGS)})')
+    kind = getattr(ail_configs, name)().ail.kind
+    if kind in by_kind:
+      raise argparse.ArgumentTypeError(
+          f'--config {name}: {by_kind[kind]} is already the {kind} config')
+    by_kind[kind] = name
+  return by_kind
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawTextHelpFormatter)
@@ -420,6 +446,11 @@ def main(argv=None) -> int:
                  help='env steps per run (default %(default)s)')
   r.add_argument('--dry_run', action='store_true',
                  help='print the commands it would run; run nothing')
+  r.add_argument('--config', action='append', default=[],
+                 metavar='NAME',
+                 help='the configs/ail.py config its kind\'s cells start '
+                 'from (default <kind>_cartpole; repeatable, one per kind), '
+                 'e.g. gail_point_mass')
   r.add_argument('--set', action='append', default=[], type=override,
                  metavar='FIELD=VALUE',
                  help='a config override for every cell it starts, e.g. '
@@ -437,6 +468,11 @@ def main(argv=None) -> int:
                    help='committed cell records (default: studies/results/'
                    "<the runs root's folder name>); '' for none")
   args = p.parse_args(argv)
+  if args.command == 'run':
+    try:
+      args.config = named_configs(args.config)
+    except argparse.ArgumentTypeError as e:
+      p.error(str(e))
   # The runs go from the repo root: make every path absolute now.
   args.runs_root = os.path.abspath(args.runs_root)
   args.demos = os.path.abspath(args.demos)

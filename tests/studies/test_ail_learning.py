@@ -279,3 +279,33 @@ def test_the_figure_names_the_runs_task(tmp_path, monkeypatch):
   al.summarise(str(runs), ['gail'], DEMOS, png=str(tmp_path / 'x.png'),
                records_dir=None)
   assert titles == ['GAIL — point_mass:easy']
+
+
+def test_a_named_config_starts_its_kinds_cells(tmp_path, capsys):
+  runs = tmp_path / 'runs'
+  assert al.main(['run', '--kinds', 'gail,airl', '--seeds', '0', '--dry_run',
+                  '--runs_root', str(runs), '--records_dir', '',
+                  '--config', 'gail_point_mass', '--set', 'seed=3']) == 0
+  out = capsys.readouterr().out
+  assert '--config configs/ail.py:gail_point_mass ' in out
+  # The other kind keeps its default; the overrides go to both.
+  assert '--config configs/ail.py:airl_cartpole ' in out
+  assert out.count('--seed=3') == 2
+
+
+@pytest.mark.parametrize('configs, error', [
+    (['nope'], '--config nope: not a config of configs/ail.py (one of '
+               'gail_cartpole'),
+    (['gail_point_mass', 'gail_cartpole'],
+     '--config gail_cartpole: gail_point_mass is already the gail config'),
+])
+def test_a_config_that_is_not_one_per_kind_is_refused(tmp_path, capsys,
+                                                      configs, error):
+  argv = ['run', '--kinds', 'gail', '--seeds', '0', '--dry_run',
+          '--runs_root', str(tmp_path)]
+  for name in configs:
+    argv += ['--config', name]
+  with pytest.raises(SystemExit) as e:
+    al.main(argv)
+  assert e.value.code == 2
+  assert error in capsys.readouterr().err
