@@ -15,7 +15,6 @@ counts (checked here) and continue the same file across restarts.
 
 from __future__ import annotations
 
-import collections
 import csv
 import itertools
 import logging
@@ -56,22 +55,22 @@ class Logger:
     if set_aside_torn_line(self._path, torn_dir):
       logging.warning('%s: its last line had no line end; moved to %s',
                       self._path, torn_dir)
-    # The env steps of the last row an earlier launch left (a resume has cut
-    # the rows past its checkpoint by then): TensorBoard is told to drop
-    # the events beyond it, which a killed launch may have written.
-    self._continues_after: Optional[int] = None
+    # Where an earlier launch's rows end (a resume has cut the rows past its
+    # checkpoint by then): the env steps of its last row, and every kept row
+    # at those env steps. TensorBoard is told to drop the events from that
+    # step on, which a killed launch may have written past the checkpoint
+    # at the same env steps too (learner rows between two env-step counts);
+    # the kept rows at that step are written again after the marker.
+    self._continues_at: Optional[int] = None
+    self._rows_at_restart: list = []
     if os.path.exists(self._path) and os.path.getsize(self._path) > 0:
       with open(self._path, newline='') as f:
         reader = csv.reader(f)
         header = next(reader, None)
-        last = collections.deque(reader, maxlen=1)
-        last = last[0] if last else None
-      self._fields = header
-      if header and last and 'env_steps' in header:
-        try:
-          self._continues_after = int(float(last[header.index('env_steps')]))
-        except (IndexError, ValueError):
-          pass
+        self._fields = header
+        if header and 'env_steps' in header:
+          self._continues_at, self._rows_at_restart = _last_step_rows(
+              header, reader)
     self._tb: Optional[EventFile] = None
     self._tb_enabled = tensorboard
 
@@ -107,13 +106,33 @@ class Logger:
       except ImportError:  # no tensorboard package: CSVs only
         self._tb_enabled = False
         return
-      if self._continues_after is not None:
-        self._tb.restart(self._continues_after + 1)
+      if self._continues_at is not None:
+        self._tb.restart(self._continues_at)
+        for kept in self._rows_at_restart:
+          self._write_tensorboard(kept)
     self._tb.write_scalars(
         int(row['env_steps']), float(row['wall_time']),
         {f'{self._label}/{k}': v for k, v in row.items()
          if k not in ('env_steps', 'wall_time') and
          isinstance(v, (int, float))})
+
+
+def _last_step_rows(header: list, rows) -> tuple:
+  """The env steps of the last of CSV `rows` (lists under `header`) and
+  the trailing rows at those env steps, as dicts of parsed values; (None,
+  []) where the last row's env steps cannot be read."""
+  column = header.index('env_steps')
+  step, tail = None, []
+  for row in rows:
+    try:
+      at = int(float(row[column]))
+    except (IndexError, ValueError):
+      step, tail = None, []
+      continue
+    if at != step:
+      step, tail = at, []
+    tail.append({k: _parse(v) for k, v in zip(header, row)})
+  return step, tail
 
 
 _event_files = itertools.count()

@@ -121,3 +121,27 @@ def test_tensorboard_drops_the_rows_a_resume_cut_from_the_csv(tmp_path):
   kept = [(r['env_steps'], r['ret']) for r in logs.read_csv(again.path)]
   assert shown == kept == [(0, 0), (100, 1), (200, 2), (250, -250),
                            (350, -350)]
+
+
+def test_tensorboard_drops_cut_rows_that_share_the_last_kept_env_step(
+    tmp_path):
+  """The learner's rows are cut by learner steps: rows past its checkpoint
+  can carry the env steps of the last kept row (the actors waited while the
+  learner stepped). TensorBoard shows the CSV's rows, no more."""
+  from tensorboard.backend.event_processing import event_accumulator
+  from tandem.agents.runtime import resume
+  first = logs.Logger(str(tmp_path), 'learner')
+  for learner_steps, env_steps in enumerate((0, 100, 200, 200, 200, 300)):
+    first.write({'env_steps': env_steps, 'learner_steps': learner_steps,
+                 'loss': float(learner_steps)})
+  # The checkpoint was at learner step 3: rows 4 (env step 200) and 5 go.
+  assert resume._cut(first.path, 'learner_steps', 3,
+                     str(tmp_path / 'discarded')) == 2
+  again = logs.Logger(str(tmp_path), 'learner')
+  again.write({'env_steps': 250, 'learner_steps': 4, 'loss': -4.0})
+  acc = event_accumulator.EventAccumulator(str(tmp_path / 'tb' / 'learner'))
+  acc.Reload()
+  shown = [(e.step, e.value) for e in acc.Scalars('learner/loss')]
+  kept = [(r['env_steps'], r['loss']) for r in logs.read_csv(again.path)]
+  assert shown == kept == [(0, 0.0), (100, 1.0), (200, 2.0), (200, 3.0),
+                           (250, -4.0)]
