@@ -263,8 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       # reach Vertex AI.
       if argv is None and not args.show_config and args.launch != 'vertex_ai':
         network.isolate(args.network, sys.argv[1:])
-      if not args.show_config:
-        sys.stdout = _DisplayOnly(sys.stdout)
+      if not args.show_config and args.launch != 'vertex_ai':
+        sys.stdout = _DisplayOnly(sys.stdout)  # a run here, not a request
       return train.train(args, extra, args.command)
     if extra:
       parser.error(f'unrecognized arguments: {extra}')
