@@ -231,7 +231,10 @@ def kind_stats(runs: list) -> dict:
     out[f'seeds_reaching_{pct}'] = (f'{sum(s is not None for s in steps)}/'
                                     f'{n}')
   finals = [r['final_return'] for r in runs if r['final_return'] is not None]
-  maxes = [r['max_return'] for r in runs if r['max_return'] is not None]
+  # Over the finished runs, as the finals: an unfinished run's peak so far
+  # is not its peak.
+  maxes = [r['max_return'] for r in runs
+           if r['final_return'] is not None and r['max_return'] is not None]
   out['finished'] = f'{len(finals)}/{n}'
   # A success holds: a seed that reached 90% of the expert and ended within
   # 5% of its peak (a run that never rose has "held" nothing).

@@ -73,8 +73,17 @@ def test_records_alone_give_the_same_summary(study, tmp_path, capsys):
                               records_dir=records)
   assert from_records == from_runs
   assert from_records['gail.final_return_median'] == 795.0
+  assert from_records['gail.max_return_median'] == 795.0
   assert from_records['gail.env_steps_to_50pct_median'] == 1500
   assert '| 0 | 1000 |' in capsys.readouterr().out
+
+
+def test_finals_and_peaks_are_medians_of_finished_runs_only(study):
+  # airl_s0 is unfinished (peak so far 100): no final, and no peak either.
+  got = al.summarise(str(study), ['airl'], DEMOS, records_dir=None)
+  assert got['airl.finished'] == '0/1'
+  assert got['airl.final_return_median'] is None
+  assert got['airl.max_return_median'] is None
 
 
 def test_the_table_marks_recorded_cells(study, tmp_path, capsys):
