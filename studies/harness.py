@@ -36,6 +36,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -541,7 +542,14 @@ def plan_lines(runs_root: str, plans: list) -> list:
 
 def run_cell(command, log_path: str, cwd: str, label: str) -> int:
   """Runs `command` in `cwd`, streaming its output to the terminal and
-  appending it to log_path; returns its exit status (130 if interrupted)."""
+  appending it to log_path; returns its exit status (130 if interrupted).
+
+  The run is a session of its own, so a SIGINT reaches it only through
+  here, exactly once, whether it came from the terminal (Ctrl-C, to the
+  foreground group) or to this process alone (`kill -INT`): it stops its
+  program, checkpointing on the way down, and this waits for it, so that
+  the next run of the study continues the cell with --resume. A second
+  SIGINT kills it."""
   env = dict(os.environ, PYTHONUNBUFFERED='1')
   with open(log_path, 'a') as log:
     log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
@@ -549,7 +557,8 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
     log.flush()
     proc = subprocess.Popen(command, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, errors='replace')
+                            text=True, bufsize=1, errors='replace',
+                            start_new_session=True)
     try:
       for line in proc.stdout:
         sys.stdout.write(line)
@@ -558,12 +567,13 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
         log.flush()
       return proc.wait()
     except KeyboardInterrupt:
-      # The child got the same SIGINT and stops its program, checkpointing
-      # on the way down; wait for it, so that the next run of the study
-      # continues the cell with --resume.
       print(f'\n{label}: interrupted; waiting for the run to stop',
             file=sys.stderr)
+      proc.send_signal(signal.SIGINT)
       try:
+        for line in proc.stdout:  # its stop report, to the end
+          sys.stdout.write(line)
+          log.write(line)
         proc.wait()
       except KeyboardInterrupt:
         proc.kill()

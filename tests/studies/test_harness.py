@@ -7,6 +7,8 @@ import csv
 import json
 import math
 import os
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -663,3 +665,43 @@ def test_median_curves_with_bands_and_seeds(tmp_path):
   hs.save_figure(fig, path)
   assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
   assert not plt.fignum_exists(fig.number)
+
+
+# A cell's run that stops on its first SIGINT, saying so, as `tandem` does.
+_STOPS_ON_SIGINT = """
+import signal, sys, time
+def stop(*_):
+  print('stopping: checkpointed', flush=True)
+  sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+# The harness in a process of its own, running that cell.
+_HARNESS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import harness
+sys.exit(harness.run_cell([sys.executable, '-c', sys.argv[2]], sys.argv[3],
+                          '.', 'toy'))
+"""
+
+
+def test_a_sigint_to_the_harness_alone_stops_the_run_once(tmp_path):
+  # `kill -INT <harness>`: the run is not in the signalled group, and gets
+  # the SIGINT from the harness, which then waits for its stop.
+  log = tmp_path / 'cell.log'
+  proc = subprocess.Popen(
+      [sys.executable, '-c', _HARNESS, os.path.join(REPO_ROOT, 'studies'),
+       _STOPS_ON_SIGINT, str(log)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  assert proc.stdout.readline() == 'ready\n'
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=30)
+  assert proc.returncode == hs.EXIT_INTERRUPTED
+  assert 'toy: interrupted; waiting for the run to stop' in err
+  assert out == 'stopping: checkpointed\n'
+  text = log.read_text()
+  assert text.splitlines().count('stopping: checkpointed') == 1
+  assert text.endswith('===== interrupted\n')
