@@ -98,7 +98,9 @@ def point_mass() -> TrainConfig:
 def walker() -> TrainConfig:
   """dm_control walker:walk. Its 'next' is measured on walker:stand: the
   same median return as 'current' in about half the wall clock per run
-  (BENCHMARKS.md, E-step states)."""
+  (BENCHMARKS.md, E-step states). Its seed-0 run is the expert of
+  tests/data/walker_walk_expert.npz (BENCHMARKS.md, Experts of Tandem's
+  own)."""
   return TrainConfig(name='walker_walk', env='walker:walk',
                      env_step_budget=1_000_000, samples_per_insert=32.0,
                      num_actors=4, mpo=learner())

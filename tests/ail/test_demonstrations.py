@@ -141,6 +141,29 @@ def test_small_expert_file_loads_in_spec_order():
   assert demos.episode_returns.min() > 800
 
 
+@pytest.mark.parametrize('name, task, obs_dim, act_dim, mean, lowest', [
+    ('point_mass_easy_expert.npz', 'point_mass:easy', 4, 2, 886.56, 851.4),
+    ('walker_walk_expert.npz', 'walker:walk', 24, 6, 923.18, 891.9),
+])
+def test_tandems_own_experts_load_for_their_tasks(name, task, obs_dim,
+                                                  act_dim, mean, lowest):
+  # tests/data/README.md's figures, and each episode's start where its
+  # numbered seed resets (what `render --beside_expert` relies on).
+  path = os.path.join(os.path.dirname(SMALL_EXPERT_PATH), name)
+  demos = demonstrations.load_for_environment(path, task)
+  assert (demos.num_transitions, demos.num_episodes) == (10000, 10)
+  assert demos.observation.shape == (10000, obs_dim)
+  assert demos.action.shape == (10000, act_dim)
+  assert demos.episode_returns.mean() == pytest.approx(mean, abs=0.01)
+  assert demos.episode_returns.min() >= lowest
+  for k in (0, 9):
+    env = environments.make_environment(task, seed=k)
+    first = np.asarray(env.reset().observation, np.float32)
+    env.close()
+    row = np.flatnonzero((demos.episode_index == k) & (demos.step_index == 0))
+    np.testing.assert_allclose(demos.observation[row[0]], first, atol=1e-6)
+
+
 def test_observation_keys():
   env = environments.make_environment('cartpole:swingup', seed=0)
   try:
