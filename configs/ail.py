@@ -27,7 +27,8 @@ from tandem.agents.ail.config import AILConfig, discriminator_optimizer
 from tandem.configs import mpo as mpo_configs
 from tandem.launch.config import AILTrainConfig
 
-CONFIGS = ('gail_cartpole', 'gail_point_mass', 'airl_cartpole', 'tiny')
+CONFIGS = ('gail_cartpole', 'gail_point_mass', 'gail_walker', 'airl_cartpole',
+           'tiny')
 
 
 # MO-MPO's action-penalty bound for AIRL's generator (see airl_cartpole).
@@ -78,6 +79,25 @@ def gail_point_mass() -> AILTrainConfig:
       cartpole, name='gail_point_mass', env='point_mass:easy',
       env_step_budget=100_000,
       ail=dataclasses.replace(cartpole.ail, gradient_penalty=0.0))
+
+
+def gail_walker() -> AILTrainConfig:
+  """`gail_cartpole`'s discriminator and rounds on dm_control walker:walk,
+  over 500k env steps, with the generator of configs/mpo.py's `walker`,
+  whose seed-0 run made the demonstrations
+  (tests/data/walker_walk_expert.npz): the E-step at s', `epsilon_mean`
+  0.01, 4 actors, and `samples_per_insert` 36, of which the generator
+  draws 32 (`walker`'s) and the discriminator the rest (BENCHMARKS.md,
+  GAIL on walker:walk)."""
+  cartpole = gail_cartpole()
+  walker = mpo_configs.walker()
+  return dataclasses.replace(
+      cartpole, name='gail_walker', env='walker:walk',
+      env_step_budget=500_000, num_actors=walker.num_actors,
+      samples_per_insert=36.0,
+      mpo=dataclasses.replace(cartpole.mpo,
+                              estep_states=walker.mpo.estep_states,
+                              epsilon_mean=walker.mpo.epsilon_mean))
 
 
 def airl_cartpole() -> AILTrainConfig:

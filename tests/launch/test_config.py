@@ -140,3 +140,17 @@ def test_gail_point_mass_is_the_measured_study_cell():
   assert config_lib.to_dict(ail_named.gail_point_mass()) == \
       config_lib.to_dict(studied)
   assert ail_named.gail_point_mass().ail.gradient_penalty == 0.0
+
+
+def test_gail_walker_is_the_measured_study_cell():
+  """The walker study ran gail_cartpole with these overrides at a 500k
+  budget: the named config is those settings and nothing else."""
+  from tandem.configs import ail as ail_named
+  studied = config_lib.apply_overrides(ail_named.gail_cartpole(), {
+      'env': 'walker:walk', 'mpo.estep_states': 'next',
+      'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
+      'num_actors': '4', 'env_step_budget': '500000',
+      'name': 'gail_walker'})
+  assert config_lib.to_dict(ail_named.gail_walker()) == \
+      config_lib.to_dict(studied)
+
