@@ -678,9 +678,12 @@ print('ready', flush=True)
 time.sleep(60)
 """
 
-# The harness in a process of its own, running that cell.
+# The harness in a process of its own, running that cell. SIGINT as a
+# foreground process has it: a test run started in the background (CI's,
+# say) passes its children SIGINT ignored.
 _HARNESS = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, sys.argv[1])
 import harness
 sys.exit(harness.run_cell([sys.executable, '-c', sys.argv[2]], sys.argv[3],
