@@ -6,10 +6,10 @@ adversarial learning checks measure: the E-step at s
 (`estep_states='current'`), `epsilon_mean` 0.0025 and a 60k-step schedule
 horizon, over 150k env steps (`airl_cartpole` also bounds the action
 penalty's KL at 0.1; `gail_walker` takes the E-step at s' and the mean
-bound 0.01 of configs/mpo.py's walker learner, its expert's). What changes is the reward (the discriminator's,
-recomputed for every step of each n-step window when the batch is used) and
-the rounds: one discriminator step per 8 generator steps (one jitted call
-each).
+bound 0.01 of configs/mpo.py's walker learner, its expert's). What changes
+is the reward (the discriminator's, recomputed for every step of each
+n-step window when the batch is used) and the rounds: one discriminator
+step per 8 generator steps (one jitted call each).
 
 Both discriminators see states, not actions (`input='state_next_state'`):
 the expert's actions are small LQR corrections (mean |a| 0.12) while the

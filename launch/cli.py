@@ -213,6 +213,15 @@ def _flushed(code: int) -> int:
   return code
 
 
+def _stdout_to_devnull() -> None:
+  """stdout's file descriptor onto /dev/null: what is still buffered for a
+  reader that went away, and anything printed later, goes nowhere instead
+  of failing."""
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, sys.stdout.fileno())
+  os.close(devnull)
+
+
 class _DisplayOnly:
   """stdout for a training run, whose printing is a display: once its
   reader goes away (`tandem train | head`), what would have been printed
@@ -241,9 +250,7 @@ class _DisplayOnly:
     if self._gone:
       return
     self._gone = True
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, self._stream.fileno())
-    os.close(devnull)
+    _stdout_to_devnull()
     print('tandem: standard output was closed; the run goes on without a '
           'display (its progress: progress.json in the run directory)',
           file=sys.stderr, flush=True)
@@ -287,8 +294,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # The reader went away (`tandem compare ... | head`): nothing more can be
     # shown, and the exit flush must not print a traceback either. 141 is
     # what a shell reports for a process that SIGPIPE ended.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    _stdout_to_devnull()
     return 128 + signal.SIGPIPE
   except Exception as e:  # noqa: BLE001  (known bad-input errors below)
     from tandem.agents.runtime.rundir import RunDirLocked

@@ -540,6 +540,16 @@ def plan_lines(runs_root: str, plans: list) -> list:
   return out
 
 
+def _copy_output(proc, log) -> None:
+  """Each line `proc` prints, to the terminal and the cell's log, as it
+  comes, until its output ends."""
+  for line in proc.stdout:
+    sys.stdout.write(line)
+    sys.stdout.flush()
+    log.write(line)
+    log.flush()
+
+
 def run_cell(command, log_path: str, cwd: str, label: str) -> int:
   """Runs `command` in `cwd`, streaming its output to the terminal and
   appending it to log_path; returns its exit status (130 if interrupted).
@@ -560,20 +570,14 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
                             text=True, bufsize=1, errors='replace',
                             start_new_session=True)
     try:
-      for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        log.write(line)
-        log.flush()
+      _copy_output(proc, log)
       return proc.wait()
     except KeyboardInterrupt:
       print(f'\n{label}: interrupted; waiting for the run to stop',
             file=sys.stderr)
       proc.send_signal(signal.SIGINT)
       try:
-        for line in proc.stdout:  # its stop report, to the end
-          sys.stdout.write(line)
-          log.write(line)
+        _copy_output(proc, log)  # its stop report, to the end
         proc.wait()
       except KeyboardInterrupt:
         proc.kill()

@@ -131,8 +131,9 @@ def _last_step_rows(header: list, rows) -> tuple:
       continue
     if at != step:
       step, tail = at, []
-    tail.append({k: _parse(v) for k, v in zip(header, row)})
-  return step, tail
+    tail.append(row)
+  # Only the tail's rows are parsed: a long log is read once, not rebuilt.
+  return step, [{k: _parse(v) for k, v in zip(header, row)} for row in tail]
 
 
 _event_files = itertools.count()
