@@ -31,6 +31,7 @@ import argparse
 import collections
 import contextlib
 import csv
+import ctypes
 import json
 import math
 import os
@@ -49,6 +50,9 @@ from tandem.launch import config as config_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_INTERRUPTED = 130
+# prctl(2)'s option: the signal the kernel sends a process when its parent
+# dies (Linux).
+PR_SET_PDEATHSIG = 1
 # A cell's run directory and record: <variant>_s<seed>. Variant names may
 # hold underscores; the seed is the last _s<digits>.
 RUN_NAME = re.compile(r'^(.+)_s(\d+)$')
@@ -550,6 +554,22 @@ def _copy_output(proc, log) -> None:
     log.flush()
 
 
+def _interrupt_when_parent_dies(parent: int) -> Callable[[], None]:
+  """A Popen preexec_fn: the child gets SIGINT from the kernel when the
+  harness dies, however it dies (SIGKILL, SIGTERM, a crash), so it stops
+  and checkpoints as on Ctrl-C instead of running on to its budget with
+  nobody reading it. Where prctl(2) is not there (not Linux), nothing."""
+  def arm() -> None:
+    try:
+      libc = ctypes.CDLL(None, use_errno=True)
+      libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+    except (OSError, AttributeError):
+      return
+    if os.getppid() != parent:  # it died before the line above
+      os._exit(EXIT_INTERRUPTED)
+  return arm
+
+
 def run_cell(command, log_path: str, cwd: str, label: str) -> int:
   """Runs `command` in `cwd`, streaming its output to the terminal and
   appending it to log_path; returns its exit status (130 if interrupted).
@@ -559,7 +579,8 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
   foreground group) or to this process alone (`kill -INT`): it stops its
   program, checkpointing on the way down, and this waits for it, so that
   the next run of the study continues the cell with --resume. A second
-  SIGINT kills it."""
+  SIGINT kills it. If this process dies, the run gets its SIGINT from the
+  kernel."""
   env = dict(os.environ, PYTHONUNBUFFERED='1')
   with open(log_path, 'a') as log:
     log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
@@ -568,7 +589,8 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
     proc = subprocess.Popen(command, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1, errors='replace',
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=_interrupt_when_parent_dies(os.getpid()))
     try:
       _copy_output(proc, log)
       return proc.wait()

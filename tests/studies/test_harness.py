@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -708,3 +709,39 @@ def test_a_sigint_to_the_harness_alone_stops_the_run_once(tmp_path):
   text = log.read_text()
   assert text.splitlines().count('stopping: checkpointed') == 1
   assert text.endswith('===== interrupted\n')
+
+
+# A cell's run that, on SIGINT, leaves a file saying so: with its reader
+# gone it cannot print.
+_MARKS_SIGINT = """
+import signal, sys, time
+def stop(*_):
+  open(sys.argv[1], 'w').write('stopped')
+  sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+print('ready', flush=True)
+time.sleep(60)
+sys.exit(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'),
+                    reason='prctl(PR_SET_PDEATHSIG) is Linux-only')
+def test_a_killed_harness_leaves_no_run_going(tmp_path):
+  # SIGKILL cannot be caught: the run hears of it from the kernel, as a
+  # SIGINT, and stops as on Ctrl-C rather than running on to its budget.
+  marker = tmp_path / 'stopped'
+  harness_code = _HARNESS.replace(
+      "[sys.executable, '-c', sys.argv[2]]",
+      "[sys.executable, '-c', sys.argv[2], sys.argv[4]]")
+  proc = subprocess.Popen(
+      [sys.executable, '-c', harness_code, os.path.join(REPO_ROOT, 'studies'),
+       _MARKS_SIGINT, str(tmp_path / 'cell.log'), str(marker)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  assert proc.stdout.readline() == 'ready\n'
+  proc.kill()
+  proc.communicate(timeout=30)
+  deadline = time.monotonic() + 30
+  while not marker.exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert marker.read_text() == 'stopped'
