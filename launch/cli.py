@@ -227,13 +227,24 @@ class _DisplayOnly:
   reader goes away (`tandem train | head`), what would have been printed
   goes to /dev/null and the run goes on to its end (its checkpoints, logs
   and progress.json are what it is for), where a BrokenPipeError in
-  whichever thread printed next would have stopped it."""
+  whichever thread printed next would have stopped it.
+
+  Where it is not a terminal (a file, a pipe, a log collector), a carriage
+  return becomes a newline: Launchpad's stop countdown rewrites one line
+  in place on a terminal, and would otherwise run its lines together into
+  the next one in a log."""
 
   def __init__(self, stream):
     self._stream = stream
     self._gone = False
+    try:
+      self._terminal = stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+      self._terminal = False
 
   def write(self, text: str) -> int:
+    if not self._terminal and '\r' in text:
+      text = text.replace('\r\n', '\n').replace('\r', '\n')
     try:
       return self._stream.write(text)
     except BrokenPipeError:

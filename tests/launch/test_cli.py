@@ -1,5 +1,6 @@
 """`tandem train` rejects bad input before any process starts."""
 
+import io
 import json
 import os
 import subprocess
@@ -805,3 +806,25 @@ def test_a_training_run_whose_reader_goes_away_runs_to_its_end(tmp_path):
   assert ended.read_text() == 'ended'
   assert 'Traceback' not in err and 'BrokenPipe' not in err, err
   assert err.count('standard output was closed; the run goes on') == 1
+
+
+def test_a_training_runs_display_in_a_log_has_no_carriage_returns():
+  # Launchpad's stop countdown ends its lines with '\r' (print(end='\r')),
+  # to rewrite one line on a terminal; in a log they would run together.
+  log = io.StringIO()
+  out = cli._DisplayOnly(log)
+  print('Waiting for workers to stop for 2s.', end='\r', file=out)
+  print('Waiting for workers to stop for 1s.', end='\r', file=out)
+  print('a line\r\nstopped', file=out)
+  assert log.getvalue() == ('Waiting for workers to stop for 2s.\n'
+                            'Waiting for workers to stop for 1s.\n'
+                            'a line\nstopped\n')
+
+  class Terminal(io.StringIO):
+    def isatty(self):
+      return True
+
+  terminal = Terminal()
+  print('Waiting for workers to stop for 2s.', end='\r',
+        file=cli._DisplayOnly(terminal))
+  assert terminal.getvalue() == 'Waiting for workers to stop for 2s.\r'
