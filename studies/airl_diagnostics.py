@@ -6,7 +6,9 @@ diagnostic behind BENCHMARKS.md's AIRL tables (Adversarial imitation).
         [--demos FILE.npz] [--episodes 1] [--seed 5]
 
 RUN_DIR is a `tandem train-ail` run of an AIRL config; the checkpoint is its
-latest learner checkpoint unless --checkpoint names one. Reported, as means
+latest learner checkpoint unless --checkpoint names one, the expert's
+transitions those of the file it trained on (its demos.json) unless --demos
+names one. Reported, as means
 over the expert's transitions ("expert") and over the sampled episodes'
 transitions ("agent"):
 
@@ -41,26 +43,28 @@ import numpy as np
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail import learner as ail_learner
+from tandem.agents.ail.demo_format import DemoError
 from tandem.agents.mpo import learner as mpo_learner
 from tandem.launch import ail as launch_ail
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # harness
 import harness  # studies/harness.py
 
-DEFAULT_DEMOS = os.path.normpath(os.path.join(
-    REPO_ROOT, '..', 'shared', 'demos', 'cartpole_swingup_expert.npz'))
 
-
-def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
-             episodes: int, seed: int) -> dict:
+def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
+             *, episodes: int, seed: int) -> dict:
   tc, checkpoint, counts, state = harness.restore_ail_run(
       run_dir, checkpoint,
       lambda tc: tc.ail.kind != 'airl' and (
           f'ail.kind is {tc.ail.kind!r}; this diagnostic reads AIRL runs'))
+  demos_path = demos_path or harness.run_demos(run_dir)
   # The policy the run's actors acted with (and AIRL's log π used).
   policy, d = launch_ail.policy_of(tc, state), state.discriminator
-  expert = ail_learner.expert_transitions(
-      demonstrations.load_for_environment(demos_path, tc.env))
+  try:
+    demos = demonstrations.load_for_environment(demos_path, tc.env)
+  except DemoError as e:
+    raise SystemExit(f'{run_dir}: {e}') from None
+  expert = ail_learner.expert_transitions(demos)
   rollouts = demonstrations.collect(
       tc.env, ail_learner.to_numpy(policy), tc.mpo, episodes=episodes,
       seed=seed, deterministic=False)
@@ -97,7 +101,8 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   p.add_argument('run_dir')
   p.add_argument('--checkpoint', help='a learner checkpoint (default: latest)')
-  p.add_argument('--demos', default=DEFAULT_DEMOS)
+  p.add_argument('--demos', help="the expert's transitions (default: the "
+                 'file the run trained on)')
   p.add_argument('--episodes', type=int, default=1)
   p.add_argument('--seed', type=int, default=5)
   args = p.parse_args(argv)

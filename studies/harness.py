@@ -244,6 +244,20 @@ def restore_ail_run(run_dir: str, checkpoint: Optional[str],
   return tc, checkpoint, counts, state
 
 
+def run_demos(run_dir: str) -> str:
+  """The demonstrations file a `tandem train-ail` run trained on, as its
+  demos.json records it; exits naming the run where that is not there."""
+  record = read_json(os.path.join(run_dir, 'demos.json'))
+  path = record.get('path') if isinstance(record, dict) else None
+  if not isinstance(path, str):
+    raise SystemExit(f'{run_dir}: demos.json names no demonstrations file; '
+                     'give one with --demos')
+  if not os.path.isfile(path):
+    raise SystemExit(f'{run_dir}: its demonstrations, {path}, are not here; '
+                     'give the file with --demos')
+  return path
+
+
 def thin(points: list, limit: int) -> list:
   """At most `limit` evenly spaced points, the last one kept."""
   if len(points) <= limit:

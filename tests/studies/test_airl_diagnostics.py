@@ -76,3 +76,28 @@ def test_refuses_a_gail_run(tmp_path, demos):
   with pytest.raises(SystemExit, match="ail.kind is 'gail'"):
     tool.diagnose(_run_dir(tmp_path, mean_bias=0.0, kind='gail'), None,
                   demos, episodes=1, seed=0)
+
+
+def test_reads_the_demonstrations_the_run_trained_on(tmp_path, demos):
+  run = _run_dir(tmp_path, mean_bias=0.0)
+  with pytest.raises(SystemExit, match='demos.json names no demonstrations'):
+    tool.diagnose(run, None, None, episodes=1, seed=0)
+  with open(os.path.join(run, 'demos.json'), 'w') as f:
+    json.dump({'path': str(tmp_path / 'moved.npz')}, f)
+  with pytest.raises(SystemExit, match='moved.npz, are not here'):
+    tool.diagnose(run, None, None, episodes=1, seed=0)
+  with open(os.path.join(run, 'demos.json'), 'w') as f:
+    json.dump({'path': demos}, f)
+  assert (tool.diagnose(run, None, None, episodes=1, seed=0)['log_pi_expert']
+          == tool.diagnose(run, None, demos, episodes=1, seed=0)[
+              'log_pi_expert'])
+
+
+def test_names_demonstrations_of_another_task(tmp_path):
+  # A cartpole run diagnosed against point_mass's file: a named refusal, not a
+  # traceback.
+  other = str(tmp_path / 'point_mass.npz')
+  demo_data.write_demos(other, 'point_mass:easy', episodes=1)
+  with pytest.raises(SystemExit, match='point_mass.npz'):
+    tool.diagnose(_run_dir(tmp_path, mean_bias=0.0), None, other,
+                  episodes=1, seed=0)
