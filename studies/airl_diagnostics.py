@@ -8,9 +8,8 @@ diagnostic behind BENCHMARKS.md's AIRL tables (Adversarial imitation).
 RUN_DIR is a `tandem train-ail` run of an AIRL config; the checkpoint is its
 latest learner checkpoint unless --checkpoint names one, the expert's
 transitions those of the file it trained on (its demos.json) unless --demos
-names one. Reported, as means
-over the expert's transitions ("expert") and over the sampled episodes'
-transitions ("agent"):
+names one. Reported, as means over the expert's transitions ("expert") and
+over the sampled episodes' transitions ("agent"):
 
   log_pi_*      log π(a|s) under the checkpoint's policy, the clipped
                 Gaussian's likelihood that AIRL's logit f − log π uses
@@ -34,8 +33,6 @@ import json
 import os
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +40,6 @@ import numpy as np
 from tandem.agents.ail import demonstrations
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail import learner as ail_learner
-from tandem.agents.ail.demo_format import DemoError
 from tandem.agents.mpo import learner as mpo_learner
 from tandem.launch import ail as launch_ail
 
@@ -57,14 +53,10 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
       run_dir, checkpoint,
       lambda tc: tc.ail.kind != 'airl' and (
           f'ail.kind is {tc.ail.kind!r}; this diagnostic reads AIRL runs'))
-  demos_path = demos_path or harness.run_demos(run_dir)
   # The policy the run's actors acted with (and AIRL's log π used).
   policy, d = launch_ail.policy_of(tc, state), state.discriminator
-  try:
-    demos = demonstrations.load_for_environment(demos_path, tc.env)
-  except DemoError as e:
-    raise SystemExit(f'{run_dir}: {e}') from None
-  expert = ail_learner.expert_transitions(demos)
+  expert = ail_learner.expert_transitions(
+      harness.load_run_demos(run_dir, demos_path, tc.env))
   rollouts = demonstrations.collect(
       tc.env, ail_learner.to_numpy(policy), tc.mpo, episodes=episodes,
       seed=seed, deterministic=False)

@@ -258,6 +258,18 @@ def run_demos(run_dir: str) -> str:
   return path
 
 
+def load_run_demos(run_dir: str, path: Optional[str], env: str):
+  """The demonstrations at `path`, else those the run trained on, loaded for
+  its task `env`; exits naming the run and the file where they do not fit."""
+  from tandem.agents.ail import demonstrations
+  from tandem.agents.ail.demo_format import DemoError
+  try:
+    return demonstrations.load_for_environment(path or run_demos(run_dir),
+                                               env)
+  except DemoError as e:
+    raise SystemExit(f'{run_dir}: {e}') from None
+
+
 def thin(points: list, limit: int) -> list:
   """At most `limit` evenly spaced points, the last one kept."""
   if len(points) <= limit:

@@ -79,7 +79,7 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str, *,
   resting = _rewards(tc, state, policy, at_rest(points, 2)).reshape(grid,
                                                                    grid)
   expert = ail_learner.expert_transitions(
-      demonstrations.load_for_environment(demos_path, tc.env))
+      harness.load_run_demos(run_dir, demos_path, tc.env))
   rollouts = demonstrations.collect(
       tc.env, ail_learner.to_numpy(policy), tc.mpo, episodes=episodes,
       seed=seed, deterministic=True)

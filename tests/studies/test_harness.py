@@ -687,8 +687,8 @@ import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, sys.argv[1])
 import harness
-sys.exit(harness.run_cell([sys.executable, '-c', sys.argv[2]], sys.argv[3],
-                          '.', 'toy'))
+sys.exit(harness.run_cell([sys.executable, '-c', sys.argv[2], *sys.argv[4:]],
+                          sys.argv[3], '.', 'toy'))
 """
 
 
@@ -731,11 +731,8 @@ def test_a_killed_harness_leaves_no_run_going(tmp_path):
   # SIGKILL cannot be caught: the run hears of it from the kernel, as a
   # SIGINT, and stops as on Ctrl-C rather than running on to its budget.
   marker = tmp_path / 'stopped'
-  harness_code = _HARNESS.replace(
-      "[sys.executable, '-c', sys.argv[2]]",
-      "[sys.executable, '-c', sys.argv[2], sys.argv[4]]")
   proc = subprocess.Popen(
-      [sys.executable, '-c', harness_code, os.path.join(REPO_ROOT, 'studies'),
+      [sys.executable, '-c', _HARNESS, os.path.join(REPO_ROOT, 'studies'),
        _MARKS_SIGINT, str(tmp_path / 'cell.log'), str(marker)],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   assert proc.stdout.readline() == 'ready\n'
