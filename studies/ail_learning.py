@@ -60,11 +60,12 @@ def expert_mean(demos: str) -> tuple[float, str]:
   import numpy as np
   with np.load(demos, allow_pickle=False) as data:
     if 'episode_returns' not in data.files:
-      raise SystemExit(f'ail_learning: {demos} has no episode_returns array '
-                       f'(arrays: {sorted(data.files)})')
+      raise harness.Refusal(
+          f'ail_learning: {demos} has no episode_returns array '
+          f'(arrays: {sorted(data.files)})')
     returns = np.asarray(data['episode_returns'], dtype=np.float64)
   if returns.size == 0:
-    raise SystemExit(f'ail_learning: {demos}: episode_returns is empty')
+    raise harness.Refusal(f'ail_learning: {demos}: episode_returns is empty')
   return float(returns.mean()), f'{demos}, {returns.size} episodes'
 
 
@@ -391,7 +392,7 @@ def run(args) -> int:
   """Trains every requested cell not yet finished (harness.run_grid),
   kind-major; the PNG is drawn once, after the last cell."""
   if not args.dry_run and not os.path.isfile(args.demos):
-    raise SystemExit(f'ail_learning: --demos {args.demos}: no such file')
+    raise harness.Refusal(f'ail_learning: --demos {args.demos}: no such file')
   return harness.run_grid(
       STUDY, [(k, s) for k in args.kinds for s in args.seeds],
       args.runs_root,
@@ -494,4 +495,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  harness.run_tool(main)

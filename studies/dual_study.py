@@ -706,7 +706,7 @@ def run(args) -> int:
   bad = [m for m in (horizon_mismatch(base, s, args.budget)
                      for s in args.strategies) if m]
   if bad:
-    raise SystemExit('dual_study: ' + '; '.join(bad))
+    raise harness.Refusal('dual_study: ' + '; '.join(bad))
   return harness.run_grid(
       STUDY, [(s, seed) for s in args.strategies for seed in args.seeds],
       args.runs_root,
@@ -793,4 +793,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  harness.run_tool(main)

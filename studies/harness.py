@@ -3,7 +3,8 @@ studies/ail_learning.py). A study is a grid of cells, one `tandem` run per
 (variant, seed), each in RUNS_ROOT/<variant>_s<seed>; this module holds all
 that does not depend on what the study asks:
 
-- the command line's types, and a study that ends on a bad path naming it;
+- the command line: its types, and refusals (`Refusal`) that end a study
+  tool with one line naming the file, run or flag, and exit status 2;
 - reading a run directory: its evaluation curve, its learner's columns,
   the code it ran, an adversarial run's learner checkpoint (for the
   diagnostics in studies/);
@@ -97,17 +98,33 @@ def names_type(choices) -> Callable:
   return parse
 
 
+class Refusal(Exception):
+  """Input a study tool will not take (a missing or malformed file, a run
+  of another kind, a bad flag); the message names it. `run_tool` prints the
+  message and exits 2, argparse's status for bad usage."""
+
+
+def run_tool(main: Callable[[], Optional[int]]) -> None:
+  """A study tool's entry point: exits with main's status, or prints a
+  refusal's one line and exits 2."""
+  try:
+    status = main()
+  except Refusal as e:
+    print(e, file=sys.stderr)
+    status = 2
+  sys.exit(status)
+
+
 @contextlib.contextmanager
 def paths_named(prog: str):
   """An OSError naming a path (an unwritable runs_root, records_dir or
-  --png) ends the study script with one line naming it; any other keeps its
-  traceback."""
+  --png) becomes a refusal naming it; any other keeps its traceback."""
   try:
     yield
   except OSError as e:
     if not e.filename:
       raise
-    raise SystemExit(f'{prog}: {e.filename}: {e.strerror or e}') from e
+    raise Refusal(f'{prog}: {e.filename}: {e.strerror or e}') from e
 
 
 # -------------------------------------------------------- run directories
@@ -229,16 +246,24 @@ def restore_ail_run(run_dir: str, checkpoint: Optional[str],
   from tandem.agents.ail import learner as ail_learner
   from tandem.agents.core import checkpointing
   from tandem.launch import ail as launch_ail
-  with open(os.path.join(run_dir, 'config.json')) as f:
-    tc = config_lib.from_dict(json.load(f))
+  recorded = read_json(os.path.join(run_dir, 'config.json'))
+  if not isinstance(recorded, dict):
+    raise Refusal(f'{run_dir}: no readable config.json; expected the '
+                  'directory of a `tandem train-ail` run')
+  try:
+    tc = config_lib.from_dict(recorded)
+  except (ConfigError, TypeError, ValueError) as e:
+    raise Refusal(f'{run_dir}: config.json: {e}') from None
   reason = refuse(tc)
   if reason:
-    raise SystemExit(f'{run_dir}: {reason}')
+    raise Refusal(f'{run_dir}: {reason}')
   if checkpoint is None:
     checkpoint = checkpointing.latest(
         os.path.join(run_dir, 'checkpoints', 'learner'))
     if checkpoint is None:
-      raise SystemExit(f'{run_dir}: no learner checkpoint')
+      raise Refusal(f'{run_dir}: no learner checkpoint')
+  elif not os.path.isfile(checkpoint):
+    raise Refusal(f'--checkpoint {checkpoint}: no such file')
   counts = checkpointing.read_metadata(checkpoint).get('counts', {})
   state = ail_learner.restore(checkpoint, launch_ail.learner_template(tc))
   return tc, checkpoint, counts, state
@@ -250,11 +275,11 @@ def run_demos(run_dir: str) -> str:
   record = read_json(os.path.join(run_dir, 'demos.json'))
   path = record.get('path') if isinstance(record, dict) else None
   if not isinstance(path, str):
-    raise SystemExit(f'{run_dir}: demos.json names no demonstrations file; '
+    raise Refusal(f'{run_dir}: demos.json names no demonstrations file; '
                      'give one with --demos')
   if not os.path.isfile(path):
-    raise SystemExit(f'{run_dir}: its demonstrations, {path}, are not here; '
-                     'give the file with --demos')
+    raise Refusal(f'{run_dir}: its demonstrations, {path}, are not here; '
+                  'give the file with --demos')
   return path
 
 
@@ -267,7 +292,7 @@ def load_run_demos(run_dir: str, path: Optional[str], env: str):
     return demonstrations.load_for_environment(path or run_demos(run_dir),
                                                env)
   except DemoError as e:
-    raise SystemExit(f'{run_dir}: {e}') from None
+    raise Refusal(f'{run_dir}: {e}') from None
 
 
 def thin(points: list, limit: int) -> list:
@@ -300,8 +325,8 @@ def resolve_config_spec(spec: str, prog: str, example: str) -> str:
   root, so a path relative to the caller's directory must not change."""
   path, sep, name = spec.partition(':')
   if not sep or not name:
-    raise SystemExit(f"{prog}: --config {spec!r}: expected "
-                     "'<file.py>:<name>', e.g. " + example)
+    raise Refusal(f"{prog}: --config {spec!r}: expected "
+                  "'<file.py>:<name>', e.g. " + example)
   if not os.path.isabs(path) and not os.path.isfile(path):
     path = os.path.join(REPO_ROOT, path)  # a default is repo-relative
   return f'{os.path.abspath(path)}:{name}'
@@ -314,7 +339,7 @@ def load_named_config(spec: str, prog: str):
   try:
     return resolve.load_named_config(spec)
   except errors.UsageError as e:
-    raise SystemExit(f'{prog}: {e}') from e
+    raise Refusal(f'{prog}: {e}') from e
 
 
 def config_mismatches(recorded, expected) -> list:

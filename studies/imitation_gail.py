@@ -52,6 +52,12 @@ NUM_ENVS = 8            # the library's GAIL example
 # ------------------------------------------------------ demonstrations
 
 
+class Refusal(Exception):
+  """Input this tool will not take; the message names the file or flag, and
+  the tool exits 2 (argparse's status for bad usage). The tool runs in the
+  imitation library's environment, without studies/harness.py's imports."""
+
+
 def observation_keys(npz_files) -> list:
   """The observation entries of a Tandem demonstration file, in its order:
   `observations_<key>` members, or `observations` alone."""
@@ -67,8 +73,8 @@ def episodes(path: str) -> list:
   with np.load(path, allow_pickle=False) as d:
     keys = observation_keys(d.files)
     if not keys:
-      raise SystemExit(f'imitation_gail: {path}: no observations member; '
-                       'expected a Tandem demonstration file')
+      raise Refusal(f'imitation_gail: {path}: no observations member; '
+                    'expected a Tandem demonstration file')
 
     def flat(prefix):
       name = lambda k: f'{prefix}_{k}' if k else prefix  # noqa: E731
@@ -267,7 +273,7 @@ def parse_seeds(text: str) -> list:
 def expert_return(path: str) -> float:
   with np.load(path, allow_pickle=False) as d:
     if 'episode_returns' not in d.files:
-      raise SystemExit(f'imitation_gail: {path}: no episode_returns member')
+      raise Refusal(f'imitation_gail: {path}: no episode_returns member')
     return float(np.mean(d['episode_returns']))
 
 
@@ -286,7 +292,7 @@ def main(argv=None) -> int:
   run.add_argument('--eval_episodes', type=int, default=5)
   args = p.parse_args(argv)
   if not os.path.isfile(args.demos):
-    raise SystemExit(f'imitation_gail: --demos {args.demos}: no such file')
+    raise Refusal(f'imitation_gail: --demos {args.demos}: no such file')
   expert = expert_return(args.demos)
   records_dir = args.records_dir or os.path.join(
       REPO_ROOT, 'studies', 'results',
@@ -321,4 +327,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  try:
+    sys.exit(main())
+  except Refusal as e:
+    print(e, file=sys.stderr)
+    sys.exit(2)

@@ -129,4 +129,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  harness.run_tool(main)

@@ -199,7 +199,8 @@ def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path):
   # ../shared is.
   demos = os.path.join(REPO_ROOT, 'tests', 'data',
                        'cartpole_swingup_expert_2ep.npz')
-  with pytest.raises(SystemExit, match=r'ail_learning: .*a_file/study'):
+  with pytest.raises(al.harness.Refusal,
+                     match=r'ail_learning: .*a_file/study'):
     al.main(['run', '--kinds', 'gail', '--seeds', '0', '--runs_root',
              str(blocker / 'study'), '--records_dir', '', '--demos', demos])
   assert blocker.read_text() == 'kept'

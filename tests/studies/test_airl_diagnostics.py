@@ -4,6 +4,8 @@ the drift it exists to show (a policy mean beyond the box)."""
 
 import json
 import os
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -14,10 +16,11 @@ from tandem.agents.core import checkpointing
 from tandem.configs import ail as ail_configs
 from tandem.launch import ail as launch_ail
 from tandem.launch import config as config_lib
-from tests import load_script
+from tests import REPO_ROOT, load_script
 from tests.integration import demo_data
 
 tool = load_script('studies', 'airl_diagnostics')
+Refusal = tool.harness.Refusal
 
 
 @pytest.fixture(scope='module')
@@ -73,18 +76,18 @@ def test_shows_a_mean_beyond_the_box_and_the_log_pi_gap_it_opens(
 
 
 def test_refuses_a_gail_run(tmp_path, demos):
-  with pytest.raises(SystemExit, match="ail.kind is 'gail'"):
+  with pytest.raises(Refusal, match="ail.kind is 'gail'"):
     tool.diagnose(_run_dir(tmp_path, mean_bias=0.0, kind='gail'), None,
                   demos, episodes=1, seed=0)
 
 
 def test_reads_the_demonstrations_the_run_trained_on(tmp_path, demos):
   run = _run_dir(tmp_path, mean_bias=0.0)
-  with pytest.raises(SystemExit, match='demos.json names no demonstrations'):
+  with pytest.raises(Refusal, match='demos.json names no demonstrations'):
     tool.diagnose(run, None, None, episodes=1, seed=0)
   with open(os.path.join(run, 'demos.json'), 'w') as f:
     json.dump({'path': str(tmp_path / 'moved.npz')}, f)
-  with pytest.raises(SystemExit, match='moved.npz, are not here'):
+  with pytest.raises(Refusal, match='moved.npz, are not here'):
     tool.diagnose(run, None, None, episodes=1, seed=0)
   with open(os.path.join(run, 'demos.json'), 'w') as f:
     json.dump({'path': demos}, f)
@@ -98,6 +101,19 @@ def test_names_demonstrations_of_another_task(tmp_path):
   # traceback.
   other = str(tmp_path / 'point_mass.npz')
   demo_data.write_demos(other, 'point_mass:easy', episodes=1)
-  with pytest.raises(SystemExit, match='point_mass.npz'):
+  with pytest.raises(Refusal, match='point_mass.npz'):
     tool.diagnose(_run_dir(tmp_path, mean_bias=0.0), None, other,
                   episodes=1, seed=0)
+
+
+def test_a_directory_that_is_no_run_exits_2_naming_it(tmp_path, demos):
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, 'studies',
+                                    'airl_diagnostics.py'), str(tmp_path)],
+      capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr == (f'{tmp_path}: no readable config.json; expected '
+                         'the directory of a `tandem train-ail` run\n')
+  with pytest.raises(Refusal, match='--checkpoint .*ckpt.npz: no such file'):
+    tool.diagnose(_run_dir(tmp_path, mean_bias=0.0),
+                  str(tmp_path / 'ckpt.npz'), demos, episodes=1, seed=0)

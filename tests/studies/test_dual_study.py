@@ -20,6 +20,7 @@ TINY = os.path.join(REPO_ROOT, 'configs', 'mpo.py') + ':tiny'
 
 
 ds = load_script('studies', 'dual_study')
+Refusal = ds.harness.Refusal
 
 # What each strategy must be, written out independently of the module:
 # (num_steps, temperature optimizer, solver, temperature_for_weights).
@@ -204,7 +205,7 @@ def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
   assert 'adam1_next_cosine' in why and '18750' in why, why
   assert f'{half:.0f}' in why and 'replay_min_size' in why, why
   # Refused before any cell runs, naming the strategy.
-  with pytest.raises(SystemExit, match='adam1_next_cosine anneals over'):
+  with pytest.raises(Refusal, match='adam1_next_cosine anneals over'):
     ds.main(['run', '--strategies', 'adam1,adam1_next_cosine', '--seeds',
              '0', '--budget', '50000', '--runs_root', str(tmp_path / 'r'),
              '--records_dir', str(tmp_path / 'rec')])
@@ -637,7 +638,7 @@ def test_records_alone_give_the_same_study(study, tmp_path, capsys):
 def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path, command):
   blocker = tmp_path / 'a_file'
   blocker.write_text('kept')
-  with pytest.raises(SystemExit, match=r'dual_study: .*a_file/study'):
+  with pytest.raises(Refusal, match=r'dual_study: .*a_file/study'):
     ds.main([command, '--config', TINY, '--runs_root',
              str(blocker / 'study'), '--strategies', 'adam1', '--seeds', '0',
              '--records_dir', str(tmp_path / 'records')])

@@ -100,12 +100,30 @@ def test_names_type_keeps_the_order_given_without_repeats():
 
 
 def test_an_os_error_naming_a_path_ends_the_script_naming_it():
-  with pytest.raises(SystemExit, match='^toy: /no/where: No such file'):
+  with pytest.raises(hs.Refusal, match='^toy: /no/where: No such file'):
     with hs.paths_named('toy'):
       os.listdir('/no/where')
   with pytest.raises(BrokenPipeError):
     with hs.paths_named('toy'):
       raise BrokenPipeError(32, 'Broken pipe')
+
+
+def test_a_refusal_prints_its_line_and_exits_2(capsys):
+  def refuses():
+    raise hs.Refusal('toy: --demos x.npz: no such file')
+
+  def has_a_defect():
+    raise RuntimeError('bug')
+
+  with pytest.raises(SystemExit) as e:
+    hs.run_tool(refuses)
+  assert e.value.code == 2
+  assert capsys.readouterr().err == 'toy: --demos x.npz: no such file\n'
+  with pytest.raises(SystemExit) as e:
+    hs.run_tool(lambda: 3)
+  assert e.value.code == 3
+  with pytest.raises(RuntimeError):  # a defect keeps its traceback
+    hs.run_tool(has_a_defect)
 
 
 # ------------------------------------------------------------- run directories
@@ -196,10 +214,10 @@ def test_thin_keeps_at_most_the_limit_and_the_last_point():
 
 def test_config_specs_are_made_absolute_and_checked():
   assert hs.resolve_config_spec('configs/mpo.py:tiny', 'toy', 'x:y') == TINY
-  with pytest.raises(SystemExit, match="toy: --config 'mpo.py': expected "
+  with pytest.raises(hs.Refusal, match="toy: --config 'mpo.py': expected "
                      ".*e.g. x:y"):
     hs.resolve_config_spec('mpo.py', 'toy', 'x:y')
-  with pytest.raises(SystemExit, match='^toy: '):
+  with pytest.raises(hs.Refusal, match='^toy: '):
     hs.load_named_config(TINY.replace(':tiny', ':no_such_config'), 'toy')
 
 

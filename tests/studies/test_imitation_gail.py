@@ -103,6 +103,6 @@ def test_bad_arguments_exit_2_naming_them(argv, expected, capsys):
 
 
 def test_a_missing_demonstration_file_is_named(tmp_path):
-  with pytest.raises(SystemExit, match='no such file'):
+  with pytest.raises(tool.Refusal, match='no such file'):
     tool.main(['summary', '--demos', str(tmp_path / 'none.npz'), '--task',
                'point_mass:easy'])

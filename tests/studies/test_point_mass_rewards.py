@@ -16,6 +16,7 @@ from tandem.launch import config as config_lib
 from tests import REPO_ROOT, load_script
 
 tool = load_script('studies', 'point_mass_rewards')
+Refusal = tool.harness.Refusal
 DEMOS = os.path.join(REPO_ROOT, 'tests', 'data', 'point_mass_easy_expert.npz')
 
 
@@ -55,5 +56,5 @@ def test_the_grid_is_rows_of_y_and_columns_of_x(tmp_path):
 
 def test_refuses_a_run_on_another_task(tmp_path):
   run, _ = _run_dir(tmp_path, env='cartpole:swingup')
-  with pytest.raises(SystemExit, match="env is 'cartpole:swingup'"):
+  with pytest.raises(Refusal, match="env is 'cartpole:swingup'"):
     tool.diagnose(run, None, DEMOS, grid=3, episodes=1, seed=0)
