@@ -70,8 +70,10 @@ run: venv
 # the Reverb and Courier servers they start bind every interface.
 PRIVATE := scripts/private_network.sh $(PY)
 
+# The slowest tests are listed at the end of a run, so a CI log says where
+# the default run's time goes.
 test: venv venv-cloud
-	$(PRIVATE) $(PY) -m pytest -q tests
+	$(PRIVATE) $(PY) -m pytest -q --durations=20 tests
 
 test-slow: venv
 	$(PRIVATE) $(PY) -m pytest -q -m slow tests
