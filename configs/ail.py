@@ -45,10 +45,10 @@ def _cartpole(name: str, ail: AILConfig, **mpo) -> AILTrainConfig:
       env_step_budget=150_000,
       samples_per_insert=mpo_configs.CARTPOLE_SAMPLES_PER_INSERT,
       # The adversarial learning checks (BENCHMARKS.md, Adversarial
-      # imitation) measure the E-step at s and epsilon_mean 0.0025. The MPO
-      # configs' 'next' and 0.01 learned GAIL alike per env step up to 100k
-      # (same file, GAIL with the MPO learner's generator settings); at
-      # these checks' 150k they are unmeasured.
+      # imitation) measure the E-step at s and epsilon_mean 0.0025. With the
+      # MPO configs' 'next' and 0.01 GAIL learned alike up to 100k env steps
+      # but two of three seeds collapsed by 150k (same file, GAIL with the
+      # MPO learner's generator settings).
       mpo=mpo_configs.learner(**{
           'schedule_horizon': 60_000, 'estep_states': 'current',
           'epsilon_mean': AIL_EPSILON_MEAN, **mpo}),
