@@ -241,8 +241,10 @@ def restore_ail_run(run_dir: str, checkpoint: Optional[str],
                     refuse: Callable) -> tuple:
   """(config, checkpoint path, the counts it records, the learner state in
   it) of a `tandem train-ail` run: `checkpoint`, else the run's latest
-  learner checkpoint. Exits naming the run where refuse(config) gives a
-  reason the caller cannot read it, or where it has no checkpoint."""
+  learner checkpoint. Refuses naming the run where its config.json is
+  unreadable or invalid, where refuse(config) gives a reason the caller
+  cannot read it, or where it has no checkpoint (or `checkpoint` is no
+  file)."""
   from tandem.agents.ail import learner as ail_learner
   from tandem.agents.core import checkpointing
   from tandem.launch import ail as launch_ail
@@ -271,12 +273,12 @@ def restore_ail_run(run_dir: str, checkpoint: Optional[str],
 
 def run_demos(run_dir: str) -> str:
   """The demonstrations file a `tandem train-ail` run trained on, as its
-  demos.json records it; exits naming the run where that is not there."""
+  demos.json records it; refuses naming the run where that is not there."""
   record = read_json(os.path.join(run_dir, 'demos.json'))
   path = record.get('path') if isinstance(record, dict) else None
   if not isinstance(path, str):
     raise Refusal(f'{run_dir}: demos.json names no demonstrations file; '
-                     'give one with --demos')
+                  'give one with --demos')
   if not os.path.isfile(path):
     raise Refusal(f'{run_dir}: its demonstrations, {path}, are not here; '
                   'give the file with --demos')
@@ -285,7 +287,8 @@ def run_demos(run_dir: str) -> str:
 
 def load_run_demos(run_dir: str, path: Optional[str], env: str):
   """The demonstrations at `path`, else those the run trained on, loaded for
-  its task `env`; exits naming the run and the file where they do not fit."""
+  its task `env`; refuses naming the run and the file where they do not
+  fit."""
   from tandem.agents.ail import demonstrations
   from tandem.agents.ail.demo_format import DemoError
   try:
