@@ -42,6 +42,22 @@ def _interruptible(call, should_stop: Callable[[], bool]):
   return wrapped
 
 
+def _wait_for_server(client, should_stop: Callable[[], bool]) -> None:
+  """Blocks until the replay server answers, in polls of one second that
+  give up with `Stopped` once `should_stop()` is true. A resumed server
+  serves only once it has restored its checkpoint (longer for a fuller
+  buffer, and on a busy machine), while Reverb gives a new writer 3 s to
+  fetch the tables' signatures before it fails with "Deadline Exceeded"."""
+  import reverb
+  while True:
+    try:
+      client.server_info(timeout=1)
+      return
+    except reverb.errors.DeadlineExceededError:
+      if should_stop():
+        raise Stopped() from None
+
+
 class _RowWriter:
   """Appends packed rows to a Reverb writer, one item per row.
 
@@ -96,6 +112,7 @@ class _RowAdder:
 
   def _ensure_writer(self):
     if self._rows is None:
+      _wait_for_server(self._client, self._should_stop)
       self._rows = _RowWriter(self._client, self._tables,
                               self._chunk_length)
       self._flush = _interruptible(self._rows.writer.flush, self._should_stop)

@@ -208,6 +208,49 @@ def test_blocked_write_gives_up_when_stopping():
   server.stop()
 
 
+def test_a_writer_waits_for_a_server_that_starts_late():
+  # A resumed replay server restores its checkpoint before it serves; an
+  # actor's first write comes first. Reverb's own writer gives up after 3 s.
+  import portpicker
+  import threading
+  port = portpicker.pick_unused_port()
+  servers = []
+  starter = threading.Timer(5.0, lambda: servers.append(reverb.Server(
+      [layouts.make_table(LAYOUT, max_size=1000, min_size=1,
+                          samples_per_insert=1.0, error_buffer=100.0)],
+      port=port)))
+  starter.start()
+  try:
+    adder = adders.make_adder(f'localhost:{port}', LAYOUT, n_step=1,
+                              discount=0.9, flush_every=1)
+    steps, actions = _episode(np.random.default_rng(1), 4, True)
+    adder.add_first(steps[0])
+    for a, ts in zip(actions, steps[1:]):
+      adder.add(a, ts)
+    adder.close()
+    starter.join()
+    client = reverb.Client(f'localhost:{port}')
+    assert client.server_info()[layouts.TABLE].current_size == 4
+  finally:
+    starter.cancel()
+    starter.join()
+    for server in servers:
+      server.stop()
+
+
+def test_waiting_for_a_server_gives_up_when_stopping():
+  import portpicker
+  import time
+  asked = time.monotonic() + 2.0
+  adder = adders.make_adder(
+      f'localhost:{portpicker.pick_unused_port()}', LAYOUT, n_step=1,
+      discount=0.9, should_stop=lambda: time.monotonic() > asked)
+  steps, _ = _episode(np.random.default_rng(2), 2, True)
+  with pytest.raises(adders.Stopped):
+    adder.add_first(steps[0])
+  assert time.monotonic() < asked + 3.0
+
+
 @pytest.mark.parametrize('n_step', [1, 3])
 def test_windows_keep_every_step_and_sum_to_the_nstep_transitions(n_step):
   import tensorflow as tf
