@@ -142,6 +142,19 @@ def test_gail_point_mass_is_the_measured_study_cell():
   assert ail_named.gail_point_mass().ail.gradient_penalty == 0.0
 
 
+def test_airl_point_mass_is_the_measured_study_cell():
+  """The AIRL point_mass study ran airl_cartpole with these overrides at a
+  100k budget: the named config is those settings and nothing else."""
+  from tandem.configs import ail as ail_named
+  studied = config_lib.apply_overrides(ail_named.airl_cartpole(), {
+      'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
+      'ail.bc_weight': '0', 'ail.bc_final_weight': '0',
+      'env_step_budget': '100000', 'name': 'airl_point_mass'})
+  assert config_lib.to_dict(ail_named.airl_point_mass()) == \
+      config_lib.to_dict(studied)
+  assert ail_named.airl_point_mass().ail.bc_weight == 0.0
+
+
 def test_gail_walker_is_the_measured_study_cell():
   """The walker study ran gail_cartpole with these overrides at a 500k
   budget: the named config is those settings and nothing else."""
