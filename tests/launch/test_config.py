@@ -155,6 +155,20 @@ def test_airl_point_mass_is_the_measured_study_cell():
   assert ail_named.airl_point_mass().ail.bc_weight == 0.0
 
 
+def test_airl_walker_is_the_measured_study_cell():
+  """The AIRL walker study ran airl_cartpole (BC on) with gail_walker's
+  overrides at a 500k budget: the named config is those settings."""
+  from tandem.configs import ail as ail_named
+  studied = config_lib.apply_overrides(ail_named.airl_cartpole(), {
+      'env': 'walker:walk', 'mpo.estep_states': 'next',
+      'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
+      'num_actors': '4', 'env_step_budget': '500000',
+      'name': 'airl_walker'})
+  assert config_lib.to_dict(ail_named.airl_walker()) == \
+      config_lib.to_dict(studied)
+  assert ail_named.airl_walker().ail.bc_weight == 1.0
+
+
 def test_gail_walker_is_the_measured_study_cell():
   """The walker study ran gail_cartpole with these overrides at a 500k
   budget: the named config is those settings and nothing else."""
