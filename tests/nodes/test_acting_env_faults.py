@@ -82,6 +82,7 @@ def program(tmp_path, monkeypatch):
   _Rows.made = []
   monkeypatch.setattr(adders, '_RowWriter', _Rows)
   monkeypatch.setattr(adders, '_interruptible', lambda call, stop: call)
+  monkeypatch.setattr(adders, '_wait_for_server', lambda client, stop: None)
   monkeypatch.setattr(
       adders, 'make_adder',
       lambda address, layout, *, n_step, discount, should_stop, table: \
