@@ -209,20 +209,25 @@ def _leave_nothing(started: list[Started], run_dir: str,
       pass
 
 
-def _interrupt_on_sigterm(signum, frame):
-  del signum, frame
-  raise KeyboardInterrupt
-
-
 def launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:
   """Runs the job's replicas for the run directory `rd` until they end.
   SIGTERM stops it as Ctrl-C does (a `kill`, `docker stop`); a second
-  Ctrl-C kills every replica at once."""
-  previous = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+  Ctrl-C kills every replica at once.
+
+  While the replicas run SIGINT is handled here whatever this process
+  inherited, as a `local_mp` launch (Launchpad's) handles it: a shell
+  starts a script's background jobs with SIGINT ignored, and Python then
+  leaves it ignored, so without its own handler such a launcher would
+  ignore every Ctrl-C or `kill -INT`.
+  """
+  # Both raise KeyboardInterrupt in the main thread.
+  previous = {sig: signal.signal(sig, signal.default_int_handler)
+              for sig in (signal.SIGTERM, signal.SIGINT)}
   try:
     return _launch(cfg, rd, resume=resume, segment=segment)
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
 
 
 def _launch(cfg, rd, *, resume: bool, segment: int) -> supervise.Outcome:

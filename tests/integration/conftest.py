@@ -20,15 +20,21 @@ def run_tandem(args, timeout=480, env=None):
       capture_output=True, text=True, timeout=timeout)
 
 
-def start_tandem(args, capture=True):
+def start_tandem(args, capture=True, sigint_ignored=False):
   """Starts the `tandem` CLI in a subprocess and returns its Popen (text
-  pipes for stdout and stderr, or neither with capture=False)."""
+  pipes for stdout and stderr, or neither with capture=False).
+  sigint_ignored: it starts with SIGINT ignored, as a shell starts a
+  script's background job (`cmd &`), through a shell that ignores it and
+  then becomes the CLI (the same process)."""
   import subprocess as sp
   env = dict(os.environ)
   env.pop('LAUNCHPAD_LOGGING_DIR', None)
   out = sp.PIPE if capture else sp.DEVNULL
-  return sp.Popen([sys.executable, '-m', 'tandem.launch.cli'] + list(args), cwd=ROOT,
-                  env=env, stdout=out, stderr=out, text=True)
+  command = [sys.executable, '-m', 'tandem.launch.cli'] + list(args)
+  if sigint_ignored:
+    command = ['sh', '-c', 'trap "" INT; exec "$@"', 'sh'] + command
+  return sp.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out,
+                  text=True)
 
 
 def learner_steps(run_dir):
