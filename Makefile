@@ -9,6 +9,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+# pytest-xdist workers of `make test` (whole-program tests stay on one).
+TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.lint-installed
 CLOUD_VENV := .venv-cloud
@@ -73,7 +75,7 @@ PRIVATE := scripts/private_network.sh $(PY)
 # The slowest tests are listed at the end of a run, so a CI log says where
 # the default run's time goes.
 test: venv venv-cloud
-	$(PRIVATE) $(PY) -m pytest -q --durations=20 tests
+	$(PRIVATE) $(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadgroup tests
 
 test-slow: venv
 	$(PRIVATE) $(PY) -m pytest -q -m slow tests

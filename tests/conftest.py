@@ -64,16 +64,51 @@ _XLA_CACHE = _share_compilations()
 _TOOLING = ('bench', 'studies')
 
 
+# Tests that start whole programs: each starts six or more processes that
+# share the machine's cores, so they run one after another.
+_PROGRAMS = 'integration'
+
+
+# First: pytest-xdist's own hook, which turns the xdist_group markers into
+# the units of work, must find them already set.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
   """Tests of the bench/ and studies/ scripts are marked `tooling`: they
   guard research tooling, not the product, so the default run leaves them
-  to `make test-tooling` (which CI runs)."""
+  to `make test-tooling` (which CI runs).
+
+  For pytest-xdist's `--dist loadgroup` (`make test` runs two workers), each
+  test file is one unit of work, so a module's fixtures are built once, and
+  the whole-program tests are one unit together, so no two programs run at
+  once."""
   del config
   tests_dir = os.path.dirname(os.path.abspath(__file__))
   for item in items:
     rel = os.path.relpath(str(item.path), tests_dir)
-    if rel.split(os.sep)[0] in _TOOLING:
+    top = rel.split(os.sep)[0]
+    if top in _TOOLING:
       item.add_marker(pytest.mark.tooling)
+    item.add_marker(pytest.mark.xdist_group(
+        'programs' if top == _PROGRAMS else rel))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  """pytest-xdist's `loadgroup`, with the whole-program tests handed out
+  first: they take the longest of any unit (about half the run on 2
+  cores), so a worker that began them late would finish alone."""
+  if config.getvalue('dist') != 'loadgroup':
+    return None
+  from xdist.scheduler import LoadGroupScheduling
+
+  class ProgramsFirst(LoadGroupScheduling):
+
+    def _assign_work_unit(self, node):
+      if 'programs' in self.workqueue:
+        self.workqueue.move_to_end('programs', last=False)
+      super()._assign_work_unit(node)
+
+  return ProgramsFirst(config, log)
 
 
 # Courier's C++ clients of test_mt programs that have stopped, kept alive
