@@ -129,55 +129,32 @@ def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
     assert (m.estep_states, m.epsilon_mean) == ('current', 0.0025), name
 
 
-def test_gail_point_mass_is_the_measured_study_cell():
-  """The point_mass study ran gail_cartpole with `--set env=point_mass:easy
-  --set ail.gradient_penalty=0` at a 100k budget: the named config is those
-  settings and nothing else."""
-  from tandem.configs import ail as ail_named
-  studied = config_lib.apply_overrides(ail_named.gail_cartpole(), {
-      'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
-      'env_step_budget': '100000', 'name': 'gail_point_mass'})
-  assert config_lib.to_dict(ail_named.gail_point_mass()) == \
-      config_lib.to_dict(studied)
-  assert ail_named.gail_point_mass().ail.gradient_penalty == 0.0
+_WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
+           'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
+           'num_actors': '4', 'env_step_budget': '500000'}
 
 
-def test_airl_point_mass_is_the_measured_study_cell():
-  """The AIRL point_mass study ran airl_cartpole with these overrides at a
-  100k budget: the named config is those settings and nothing else."""
-  from tandem.configs import ail as ail_named
-  studied = config_lib.apply_overrides(ail_named.airl_cartpole(), {
-      'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
+# Each study ran a base config with `--set` overrides; the named config that
+# records its cell must be those settings and nothing else, with the gradient
+# penalty and BC weights the study's report names.
+@pytest.mark.parametrize('name, base, overrides, penalty, bc', [
+    ('gail_point_mass', 'gail_cartpole',
+     {'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
+      'env_step_budget': '100000'}, 0.0, 0.0),
+    ('airl_point_mass', 'airl_cartpole',
+     {'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
       'ail.bc_weight': '0', 'ail.bc_final_weight': '0',
-      'env_step_budget': '100000', 'name': 'airl_point_mass'})
-  assert config_lib.to_dict(ail_named.airl_point_mass()) == \
-      config_lib.to_dict(studied)
-  assert ail_named.airl_point_mass().ail.bc_weight == 0.0
-
-
-def test_airl_walker_is_the_measured_study_cell():
-  """The AIRL walker study ran airl_cartpole (BC on) with gail_walker's
-  overrides at a 500k budget: the named config is those settings."""
+      'env_step_budget': '100000'}, 0.0, 0.0),
+    ('gail_walker', 'gail_cartpole', _WALKER, 10.0, 0.0),
+    ('airl_walker', 'airl_cartpole', _WALKER, 10.0, 1.0),
+])
+def test_a_named_imitation_config_is_its_measured_study_cell(
+    name, base, overrides, penalty, bc):
   from tandem.configs import ail as ail_named
-  studied = config_lib.apply_overrides(ail_named.airl_cartpole(), {
-      'env': 'walker:walk', 'mpo.estep_states': 'next',
-      'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
-      'num_actors': '4', 'env_step_budget': '500000',
-      'name': 'airl_walker'})
-  assert config_lib.to_dict(ail_named.airl_walker()) == \
-      config_lib.to_dict(studied)
-  assert ail_named.airl_walker().ail.bc_weight == 1.0
-
-
-def test_gail_walker_is_the_measured_study_cell():
-  """The walker study ran gail_cartpole with these overrides at a 500k
-  budget: the named config is those settings and nothing else."""
-  from tandem.configs import ail as ail_named
-  studied = config_lib.apply_overrides(ail_named.gail_cartpole(), {
-      'env': 'walker:walk', 'mpo.estep_states': 'next',
-      'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
-      'num_actors': '4', 'env_step_budget': '500000',
-      'name': 'gail_walker'})
-  assert config_lib.to_dict(ail_named.gail_walker()) == \
-      config_lib.to_dict(studied)
+  studied = config_lib.apply_overrides(getattr(ail_named, base)(),
+                                       dict(overrides, name=name))
+  named_cfg = getattr(ail_named, name)()
+  assert config_lib.to_dict(named_cfg) == config_lib.to_dict(studied)
+  assert (named_cfg.ail.gradient_penalty, named_cfg.ail.bc_weight) == (
+      penalty, bc)
 
