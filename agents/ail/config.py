@@ -43,6 +43,10 @@ INPUTS = ('state_action', 'state_next_state', 'state')
 # run's task may terminate (`task_may_terminate`, which AILTrainConfig sets
 # from its `env`).
 ABSORBING = ('auto', 'on', 'off')
+# What the gradient penalty differentiates: 'score', the discriminator's
+# score (GAIL's logit, AIRL's f = g + γ h(s') - h(s)); 'g', AIRL's reward
+# term g alone, leaving the shaping term h unconstrained.
+PENALTY_ON = ('score', 'g')
 
 
 def discriminator_optimizer(name: str = 'adam', learning_rate: float = 3e-4,
@@ -64,6 +68,11 @@ class AILConfig:
   batch_size: int = 256               # agent and expert samples, each
   # Gradient penalty weight λ (Gulrajani et al. 2017, as DAC uses it); 0: off.
   gradient_penalty: float = 10.0
+  # The input-gradient norm the penalty pulls toward: 1 (Gulrajani et al.
+  # 2017) or 0 (zero-centred, which makes a flat score its optimum: Mescheder
+  # et al. 2018; Thanh-Tung et al. 2019).
+  gradient_penalty_target: float = 1.0
+  gradient_penalty_on: str = 'score'   # PENALTY_ON
   normalize_inputs: bool = True
   # Normalised observations are clipped to ±this many standard deviations.
   normalizer_clip: float = 5.0
@@ -112,6 +121,13 @@ class AILConfig:
                      self.discriminator_optimizer, DUAL_OPTIMIZERS)
     fields.int_at_least(o, 'batch_size', self.batch_size, 1)
     fields.non_negative(o, 'gradient_penalty', self.gradient_penalty)
+    fields.non_negative(o, 'gradient_penalty_target',
+                        self.gradient_penalty_target)
+    fields.one_of(o, 'gradient_penalty_on', self.gradient_penalty_on,
+                  PENALTY_ON)
+    if self.gradient_penalty_on == 'g' and self.kind != 'airl':
+      fields.fail(o, 'gradient_penalty_on', "'score' (GAIL has no g)",
+                  self.gradient_penalty_on)
     if not isinstance(self.normalize_inputs, bool):
       fields.fail(o, 'normalize_inputs', 'true or false', self.normalize_inputs)
     if not (isinstance(self.normalizer_clip, (int, float)) and

@@ -309,12 +309,13 @@ def with_absorbing_rows(logits_: jax.Array, t: Transitions,
 
 
 def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
-                     key) -> jax.Array:
-  """mean_b (‖∇_x fn(x̂)_b‖₂ - 1)², x̂ = u x_expert + (1 - u) x_agent.
+                     key, target: float = 1.0) -> jax.Array:
+  """mean_b (‖∇_x fn(x̂)_b‖₂ - target)², x̂ = u x_expert + (1 - u) x_agent.
 
-  Gulrajani et al. 2017, Eq. 3; u = jax.random.uniform(key, [B, 1]).
-  fn: [B, X] -> [B] with rows independent, so the gradient of the sum is
-  each row's own gradient. x_expert, x_agent: [B, X]; returns a scalar.
+  Gulrajani et al. 2017, Eq. 3 (target 1); target 0 is the zero-centred
+  form. u = jax.random.uniform(key, [B, 1]). fn: [B, X] -> [B] with rows
+  independent, so the gradient of the sum is each row's own gradient.
+  x_expert, x_agent: [B, X]; returns a scalar.
   """
   u = jax.random.uniform(key, (x_expert.shape[0], 1), x_expert.dtype)
   x_hat = u * x_expert + (1.0 - u) * x_agent
@@ -322,7 +323,7 @@ def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
   # The epsilon keeps the norm's own gradient finite where ∇fn = 0 (e.g. a
   # zero-initialised head), since the loss differentiates through it.
   norm = jnp.sqrt(jnp.sum(jnp.square(g), axis=-1) + 1e-12)
-  return jnp.mean(jnp.square(norm - 1.0))
+  return jnp.mean(jnp.square(norm - target))
 
 
 def _flat_inputs(cfg: AILConfig, norm: Normalizer,
@@ -415,17 +416,20 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
       z_abs = jnp.float32(0.0)
       ll = logistic_loss(z_e, z_a)
     if use_penalty:
-      # On the score, not the logit: the penalty regularises the
-      # discriminator's parameters, and log π has none (Acme differentiates
-      # the whole logit, log π's input gradient included). Interpolated
-      # pairs of unrelated transitions have no terminal flag of their own,
-      # so h(s') always counts (d = 1), which keeps h smooth at every s'
-      # the penalty visits.
+      # On the score (or AIRL's g alone), not the logit: the penalty
+      # regularises the discriminator's parameters, and log π has none
+      # (Acme differentiates the whole logit, log π's input gradient
+      # included). Interpolated pairs of unrelated transitions have no
+      # terminal flag of their own, so on the whole score h(s') always
+      # counts (d = 1), which keeps h smooth at every s' the penalty visits.
       def fn(x):
         s, a, s_next = _split_inputs(x, in_dim, act_dim)
+        if cfg.gradient_penalty_on == 'g':
+          return _g_airl(cfg, params, s, a)
         return _score_normalized(cfg, params, s, a, s_next,
                                  jnp.ones(x.shape[:-1], x.dtype), gamma)
-      gp = gradient_penalty(fn, x_expert, x_agent, key_penalty)
+      gp = gradient_penalty(fn, x_expert, x_agent, key_penalty,
+                            cfg.gradient_penalty_target)
     else:
       gp = jnp.float32(0.0)
     total = ll + cfg.gradient_penalty * gp

@@ -10,6 +10,7 @@ import pytest
 
 from tandem.agents.ail import discriminator as disc
 from tandem.agents.ail.config import AILConfig, discriminator_optimizer
+from tandem.agents.core.fields import ConfigError
 
 OBS, D = 2, 1  # observation and action dims of the hand-built cases
 
@@ -271,6 +272,16 @@ def test_gradient_penalty_linear():
   x_a = jax.random.normal(jax.random.PRNGKey(1), (6, 2))
   gp = disc.gradient_penalty(lambda x: x @ w, x_e, x_a, jax.random.PRNGKey(2))
   assert float(gp) == pytest.approx((5.0 - 1.0) ** 2, rel=1e-5)
+
+
+def test_gradient_penalty_zero_centred():
+  # Target 0: the mean squared gradient norm, (5 - 0)² for a linear fn.
+  w = jnp.array([3.0, 4.0])
+  x_e = jax.random.normal(jax.random.PRNGKey(0), (6, 2))
+  x_a = jax.random.normal(jax.random.PRNGKey(1), (6, 2))
+  gp = disc.gradient_penalty(lambda x: x @ w, x_e, x_a, jax.random.PRNGKey(2),
+                             target=0.0)
+  assert float(gp) == pytest.approx(25.0, rel=1e-5)
 
 
 def test_gradient_penalty_quadratic_depends_on_interpolation():
@@ -552,6 +563,53 @@ def test_update_penalty_is_on_score_of_flat_inputs(kind, reward, inp):
       float(m['logistic_loss']) + lam * float(want), rel=1e-5)
   # The key advances, so the next step interpolates elsewhere.
   assert not np.array_equal(new.key, state.key)
+
+
+@pytest.mark.parametrize('on, target', [('score', 0.0), ('g', 1.0),
+                                        ('g', 0.0)])
+def test_update_penalty_target_and_airl_g_only(on, target):
+  lam = 2.0
+  cfg = _plain_cfg(kind='airl', reward='f', input='state_next_state',
+                   gradient_penalty=lam, gradient_penalty_on=on,
+                   gradient_penalty_target=target)
+  state = disc.init(cfg, 3, 2, 0)
+  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)
+  agent = _batch(jax.random.PRNGKey(1), 8, -1.0)
+  log_pi = jnp.linspace(-2.0, 0.0, 8)
+  new, m = disc.update(cfg, state, expert, agent, log_pi, log_pi, 0.99)
+  norm = disc.init_normalizer(3)   # normalisation off: flat = raw inputs
+
+  def score(params, x):
+    t = disc.Transitions(x[:, :3], x[:, 3:5], x[:, 5:], jnp.ones(x.shape[0]))
+    if on == 'g':
+      return disc._mlp(params['g'], t.observation)   # g(s), the state-only g
+    return disc.score(cfg, params, norm, t, 0.99)
+
+  flat = lambda t: jnp.concatenate(
+      [t.observation, t.action, t.next_observation], -1)
+  _, key = jax.random.split(state.key)
+  penalty = lambda params: disc.gradient_penalty(
+      lambda x: score(params, x), flat(expert), flat(agent), key, target)
+  want = penalty(state.params)
+  assert float(m['gradient_penalty']) == pytest.approx(float(want), rel=1e-5)
+  other = disc.gradient_penalty(lambda x: score(state.params, x),
+                                flat(expert), flat(agent), key, 1.0 - target)
+  assert abs(float(other) - float(want)) > 1e-3
+  # On g alone, the penalty leaves h's step to the logistic loss: h moves
+  # as with no penalty (Adam steps each parameter on its own gradient),
+  # while g moves otherwise; on the whole score both move otherwise.
+  unpenalised, _ = disc.update(
+      dataclasses.replace(cfg, gradient_penalty=0.0), state, expert, agent,
+      log_pi, log_pi, 0.99)
+  same = lambda part: _tree_equal(new.params[part],
+                                  unpenalised.params[part])
+  assert same('h') == (on == 'g')
+  assert not same('g')
+
+
+def test_penalty_on_g_is_refused_for_gail():
+  with pytest.raises(ConfigError, match='gradient_penalty_on'):
+    _plain_cfg(kind='gail', reward='logit', gradient_penalty_on='g')
 
 
 def test_penalty_with_normalisation_is_in_the_normalised_coordinates():

@@ -83,6 +83,10 @@ def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
     ('--ail.kind=wgan', 'AILConfig.kind'),
     ('--ail.kind=airl', 'AILConfig.reward'),
     ('--ail.gradient_penalty=-1', 'AILConfig.gradient_penalty'),
+    ('--ail.gradient_penalty_target=-1', 'AILConfig.gradient_penalty_target'),
+    ('--ail.gradient_penalty_on=h', 'AILConfig.gradient_penalty_on'),
+    # configs/ail.py:tiny is GAIL, which has no g.
+    ('--ail.gradient_penalty_on=g', 'AILConfig.gradient_penalty_on'),
     ('--ail.discriminator_optimizer.name=lion',
      'AILConfig.discriminator_optimizer.name'),
     ('--ail.generator_steps_per_round=3', 'ail.generator_steps_per_round'),
