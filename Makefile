@@ -9,7 +9,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-# pytest-xdist workers of `make test` (whole-program tests stay on one).
+# pytest-xdist workers of `make test` (whole-program tests stay on one; 0:
+# the suite in one process).
 TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.lint-installed
