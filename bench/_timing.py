@@ -20,6 +20,14 @@ import _checkout  # noqa: F401  (binds `tandem` to this checkout)
 import jax
 import numpy as np
 
+from tandem.agents.core import xla_flags
+
+# The learner node's own XLA flags, so a benchmark times the step it runs;
+# XLA_FLAGS naming its own command buffers times the step without them.
+if not xla_flags.set_learner_flags():
+  raise RuntimeError('bench/_timing.py: jax started before the learner '
+                     'flags were set; import _timing before using jax')
+
 # Task name -> (observation dim, action dim), as the dm_control tasks give them.
 TASK_SHAPES = {
     'cartpole_swingup': (5, 1),
@@ -60,6 +68,7 @@ def environment_lines() -> list[str]:
       f'devices:     {jax.devices()}',
       f'device:      {describe_device()}',
       f'host:        {platform.machine()}, {os.cpu_count()} cores, {cpu_model()}',
+      f'XLA_FLAGS:   {os.environ.get("XLA_FLAGS", "")}',
   ]
 
 
@@ -75,6 +84,7 @@ def environment_json() -> dict:
       'jax_version': jax.__version__,
       'optax_version': optax_version,
       'python_version': platform.python_version(),
+      'xla_flags': os.environ.get('XLA_FLAGS', ''),
   }
 
 

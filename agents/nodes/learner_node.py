@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from tandem.agents.core import checkpointing
+from tandem.agents.core import xla_flags
 from tandem.agents.mpo import learner as learner_lib
 from tandem.agents.replay import layouts
 from tandem.agents.replay import streams
@@ -121,6 +122,10 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
   def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
                counter, run_dir: str, resume: bool = False, *,
                algorithm: Callable[..., Algorithm] = mpo_algorithm):
+    # Before anything here starts jax (the algorithm's state does).
+    if not xla_flags.set_learner_flags():
+      logging.info('learner: jax had started in this process before the '
+                   'learner; its XLA flags are left as they were')
     self._tc = train_config
     self._run_dir = RunDir(run_dir)
     self._replay_address = replay_client.server_address

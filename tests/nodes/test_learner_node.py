@@ -1,5 +1,7 @@
 """The MPO learner node's checkpoints (agents/nodes/learner_node.py)."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -34,6 +36,28 @@ def test_fresh_learner_checkpoint_before_any_step_has_no_counts(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
   assert checkpointing.read_metadata(node.save_checkpoint())['counts'] == {}
+
+
+def test_the_learner_sets_its_xla_flags_before_it_starts_jax(tmp_path,
+                                                            monkeypatch):
+  # In a process of its own (here: jax not started yet, as the fake says)
+  # the node puts its flags into XLA_FLAGS before its algorithm, the first
+  # thing that starts jax, is built.
+  from jax._src import xla_bridge
+
+  from tandem.agents.core import xla_flags
+  monkeypatch.setattr(xla_bridge, 'backends_are_initialized', lambda: False)
+  monkeypatch.setenv('XLA_FLAGS', '--xla_dump_to=/nowhere')
+  seen = []
+
+  def algorithm(train_config, dims):
+    seen.append(os.environ['XLA_FLAGS'])
+    raise RuntimeError('enough')
+
+  with pytest.raises(RuntimeError, match='enough'):
+    LearnerNode(named.tiny(), learner_lib.Dims(5, 1), UncontactedReplay(),
+                None, str(tmp_path), algorithm=algorithm)
+  assert seen == [f'--xla_dump_to=/nowhere {xla_flags.GPU_COMMAND_BUFFERS}']
 
 
 @pytest.mark.parametrize('acting', ['online', 'target'])

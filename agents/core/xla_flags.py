@@ -1,0 +1,41 @@
+"""XLA flags a learner process sets for itself, before jax starts a backend.
+
+On a GPU, XLA records a step's kernels into command buffers (CUDA graphs)
+and launches each buffer at once; by default it leaves a while loop and a
+conditional out, so the K-step loop's body runs kernel by kernel from the
+host. A step is a long chain of small kernels (about 3 µs each on an H200),
+so launches are much of its time. The list below adds WHILE and CONDITIONAL
+to XLA's default types; it is the list measured on an H200 (BENCHMARKS.md,
+Learner speed). Off a GPU the flag is read and has no effect.
+"""
+
+from __future__ import annotations
+
+import os
+
+COMMAND_BUFFER_FLAG = '--xla_gpu_enable_command_buffer'
+GPU_COMMAND_BUFFERS = (f'{COMMAND_BUFFER_FLAG}='
+                       'FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,'
+                       'CONDITIONAL')
+
+
+def learner_flags(xla_flags: str) -> str:
+  """`xla_flags` (an XLA_FLAGS value) with the learner's command buffers
+  added, unless it already chooses command buffers (kept as set: the way to
+  time a step without them)."""
+  if COMMAND_BUFFER_FLAG in xla_flags:
+    return xla_flags
+  return f'{xla_flags} {GPU_COMMAND_BUFFERS}'.strip()
+
+
+def set_learner_flags() -> bool:
+  """Puts `learner_flags` into this process's XLA_FLAGS; True if they take
+  effect. XLA reads the variable once, when jax starts its first backend:
+  in a process where that has happened (a thread program's learner, which
+  shares the process) nothing changes and this returns False."""
+  from jax._src import xla_bridge
+  started = getattr(xla_bridge, 'backends_are_initialized', None)
+  if started is not None and started():
+    return False
+  os.environ['XLA_FLAGS'] = learner_flags(os.environ.get('XLA_FLAGS', ''))
+  return True
