@@ -22,12 +22,6 @@ import numpy as np
 
 from tandem.agents.core import xla_flags
 
-# The learner node's own XLA flags, so a benchmark times the step it runs;
-# XLA_FLAGS naming its own command buffers times the step without them.
-if not xla_flags.set_learner_flags():
-  raise RuntimeError('bench/_timing.py: jax started before the learner '
-                     'flags were set; import _timing before using jax')
-
 # Task name -> (observation dim, action dim), as the dm_control tasks give them.
 TASK_SHAPES = {
     'cartpole_swingup': (5, 1),
@@ -36,6 +30,17 @@ TASK_SHAPES = {
 
 # Modules the learner core must not pull in.
 FORBIDDEN_MODULES = ('tensorflow', 'reverb', 'launchpad')
+
+
+def use_learner_flags() -> None:
+  """The learner node's own XLA flags (agents/core/xla_flags.py), so a
+  benchmark times the step the node runs; an XLA_FLAGS naming its own
+  command buffers times the step without them. For a script run as a
+  program, before it uses jax; a module imported by a test changes no
+  environment."""
+  if not xla_flags.set_learner_flags():
+    raise RuntimeError('use_learner_flags: jax has already started a '
+                       'backend, which read XLA_FLAGS')
 
 
 def cpu_model() -> str:

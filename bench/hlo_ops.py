@@ -227,4 +227,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
+  _timing.use_learner_flags()
   sys.exit(main())

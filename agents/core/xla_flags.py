@@ -4,9 +4,12 @@ On a GPU, XLA records a step's kernels into command buffers (CUDA graphs)
 and launches each buffer at once; by default it leaves a while loop and a
 conditional out, so the K-step loop's body runs kernel by kernel from the
 host. A step is a long chain of small kernels (about 3 µs each on an H200),
-so launches are much of its time. The list below adds WHILE and CONDITIONAL
-to XLA's default types; it is the list measured on an H200 (BENCHMARKS.md,
-Learner speed). Off a GPU the flag is read and has no effect.
+so launches are much of its time. The list below is the one measured on an
+H200 with jax 0.11.2 (BENCHMARKS.md, Learner speed): XLA's usual types plus
+WHILE and CONDITIONAL, named in full because that is the form measured (a
+jax whose default list holds more types loses those). Off a GPU the flag
+is read and has no effect; XLA aborts on a type it does not know, which
+tests/core/test_xla_flags.py checks for the jax installed.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, NamedTuple, Optional
@@ -31,6 +32,7 @@ from tandem.agents.replay import streams
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import logs
 from tandem.agents.runtime import stall
+from tandem.agents.runtime import supervision
 from tandem.agents.runtime.lifecycle import Stopping, call, stop_requested
 from tandem.agents.runtime.rundir import RunDir, capture_errors
 
@@ -122,10 +124,15 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
   def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
                counter, run_dir: str, resume: bool = False, *,
                algorithm: Callable[..., Algorithm] = mpo_algorithm):
-    # Before anything here starts jax (the algorithm's state does).
-    if not xla_flags.set_learner_flags():
-      logging.info('learner: jax had started in this process before the '
-                   'learner; its XLA flags are left as they were')
+    # Before anything here starts jax (the algorithm's state does), in the
+    # learner's own process only: a thread program's nodes share theirs.
+    if os.environ.get(supervision.ENV_NODE) == 'learner':
+      if xla_flags.set_learner_flags():
+        logging.info('learner: XLA_FLAGS=%s', os.environ['XLA_FLAGS'])
+      else:
+        logging.warning('learner: jax started in this process before the '
+                        'learner; its XLA flags (%s) are not applied',
+                        xla_flags.GPU_COMMAND_BUFFERS)
     self._tc = train_config
     self._run_dir = RunDir(run_dir)
     self._replay_address = replay_client.server_address
