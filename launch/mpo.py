@@ -10,8 +10,10 @@ limiter ─ at the env-step budget: learner finish + checkpoint, final eval, sto
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
+from tandem.agents.core import xla_flags
 from tandem.agents.envs import environments
 from tandem.agents.nodes import counter_node
 from tandem.agents.replay import layouts
@@ -112,8 +114,11 @@ def local_resources(launch_type: str) -> dict:
     return {}
   from launchpad.nodes.python.local_multi_processing import PythonProcess
   # TANDEM_NODE names each process's group, so the launcher can say which
-  # node died first (supervision.DeathWatch).
-  return {g: PythonProcess(env={**(CPU_ONLY if g in CPU_GROUPS else {}),
+  # node died first (supervision.DeathWatch). The learner's process starts
+  # with the XLA flags of agents/core/xla_flags.py added to this one's.
+  learner = {'XLA_FLAGS': xla_flags.learner_flags(
+      os.environ.get('XLA_FLAGS', ''))}
+  return {g: PythonProcess(env={**(CPU_ONLY if g in CPU_GROUPS else learner),
                                 'TANDEM_NODE': g})
           for g in CPU_GROUPS + ('learner',)}
 

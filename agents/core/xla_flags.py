@@ -1,4 +1,5 @@
-"""XLA flags a learner process sets for itself, before jax starts a backend.
+"""XLA flags a learner process runs with (launch/mpo.py's local_resources
+puts them into its environment; the learner benchmarks set them too).
 
 On a GPU, XLA records a step's kernels into command buffers (CUDA graphs)
 and launches each buffer at once; by default it leaves a while loop and a
@@ -34,8 +35,8 @@ def learner_flags(xla_flags: str) -> str:
 def set_learner_flags() -> bool:
   """Puts `learner_flags` into this process's XLA_FLAGS; True if they take
   effect. XLA reads the variable once, when jax starts its first backend:
-  in a process where that has happened (a thread program's learner, which
-  shares the process) nothing changes and this returns False."""
+  in a process where that has happened nothing changes and this returns
+  False."""
   from jax._src import xla_bridge
   started = getattr(xla_bridge, 'backends_are_initialized', None)
   if started is not None and started():

@@ -25,14 +25,12 @@ import jax
 import numpy as np
 
 from tandem.agents.core import checkpointing
-from tandem.agents.core import xla_flags
 from tandem.agents.mpo import learner as learner_lib
 from tandem.agents.replay import layouts
 from tandem.agents.replay import streams
 from tandem.agents.runtime import lifecycle
 from tandem.agents.runtime import logs
 from tandem.agents.runtime import stall
-from tandem.agents.runtime import supervision
 from tandem.agents.runtime.lifecycle import Stopping, call, stop_requested
 from tandem.agents.runtime.rundir import RunDir, capture_errors
 
@@ -124,15 +122,6 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
   def __init__(self, train_config, dims: learner_lib.Dims, replay_client,
                counter, run_dir: str, resume: bool = False, *,
                algorithm: Callable[..., Algorithm] = mpo_algorithm):
-    # Before anything here starts jax (the algorithm's state does), in the
-    # learner's own process only: a thread program's nodes share theirs.
-    if os.environ.get(supervision.ENV_NODE) == 'learner':
-      if xla_flags.set_learner_flags():
-        logging.info('learner: XLA_FLAGS=%s', os.environ['XLA_FLAGS'])
-      else:
-        logging.warning('learner: jax started in this process before the '
-                        'learner; its XLA flags (%s) are not applied',
-                        xla_flags.GPU_COMMAND_BUFFERS)
     self._tc = train_config
     self._run_dir = RunDir(run_dir)
     self._replay_address = replay_client.server_address
@@ -361,7 +350,8 @@ class LearnerNode(acme.core.VariableSource, acme.core.Saveable):
     logging.error('learner: crashing (%r); saved %s first', error, path)
 
   def _run(self):
-    logging.info('learner: JAX device %s', self._device)
+    logging.info('learner: JAX device %s, XLA_FLAGS=%s', self._device,
+                 os.environ.get('XLA_FLAGS', ''))
     last_ckpt = time.monotonic()
     try:
       call(self._counter, 'set_extra', learner_device=self._device)

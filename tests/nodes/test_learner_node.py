@@ -1,7 +1,5 @@
 """The MPO learner node's checkpoints (agents/nodes/learner_node.py)."""
 
-import os
-
 import jax
 import numpy as np
 import pytest
@@ -36,59 +34,6 @@ def test_fresh_learner_checkpoint_before_any_step_has_no_counts(tmp_path):
   tc, dims = named.tiny(), learner_lib.Dims(5, 1)
   node = LearnerNode(tc, dims, UncontactedReplay(), None, str(tmp_path))
   assert checkpointing.read_metadata(node.save_checkpoint())['counts'] == {}
-
-
-@pytest.mark.parametrize('own_process', [True, False])
-def test_the_learner_sets_its_xla_flags_before_it_starts_jax(
-    tmp_path, monkeypatch, own_process):
-  # In a process of its own (TANDEM_NODE=learner; jax not started yet, as
-  # the fake says) the node puts its flags into XLA_FLAGS before its
-  # algorithm, the first thing that starts jax, is built. A thread
-  # program's learner shares its process with every node: no change.
-  from jax._src import xla_bridge
-
-  from tandem.agents.core import xla_flags
-  monkeypatch.setattr(xla_bridge, 'backends_are_initialized', lambda: False)
-  monkeypatch.setenv('XLA_FLAGS', '--xla_dump_to=/nowhere')
-  if own_process:
-    monkeypatch.setenv('TANDEM_NODE', 'learner')
-  else:
-    monkeypatch.delenv('TANDEM_NODE', raising=False)
-  seen = []
-
-  def algorithm(train_config, dims):
-    seen.append(os.environ['XLA_FLAGS'])
-    raise RuntimeError('enough')
-
-  with pytest.raises(RuntimeError, match='enough'):
-    LearnerNode(named.tiny(), learner_lib.Dims(5, 1), UncontactedReplay(),
-                None, str(tmp_path), algorithm=algorithm)
-  flags = '--xla_dump_to=/nowhere'
-  if own_process:
-    flags += f' {xla_flags.GPU_COMMAND_BUFFERS}'
-  assert seen == [flags]
-
-
-_IMPORTS = """
-import tandem.agents.nodes.learner_node, tandem.agents.nodes.ail_learner_node
-import tandem.launch.mpo, tandem.launch.ail
-from jax._src import xla_bridge
-print(xla_bridge.backends_are_initialized())
-"""
-
-
-def test_a_learner_process_has_not_started_jax_when_the_node_is_built():
-  # What a node's process imports before it builds the node (the programs,
-  # Launchpad, Reverb) starts no jax backend, or the flags above would
-  # come too late (the node would log a warning).
-  import subprocess
-  import sys
-
-  from tests import REPO_ROOT
-  out = subprocess.run([sys.executable, '-c', _IMPORTS], cwd=REPO_ROOT,
-                       capture_output=True, text=True, timeout=180)
-  assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.strip().splitlines()[-1] == 'False'
 
 
 @pytest.mark.parametrize('acting', ['online', 'target'])
