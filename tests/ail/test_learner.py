@@ -355,10 +355,13 @@ def test_airl_log_pi_uses_the_configured_policy_mean():
       rtol=1e-6)
 
 
-def test_behaviour_cloning_pulls_the_mean_towards_expert_actions():
+@pytest.mark.parametrize('kind, reward', [('airl', 'f'),
+                                          ('gail', 'neg_log_one_minus_d')])
+def test_behaviour_cloning_pulls_the_mean_towards_expert_actions(kind, reward):
   # One generator step on the same state and batch with and without the BC
   # term: with it, the mean on the drawn expert states moves towards the
-  # expert's actions and the step logs the scheduled weight. BC adds no
+  # expert's actions and the step logs the scheduled weight, whichever
+  # discriminator rewards the generator. BC adds no
   # gradient to the stddev head (bc.mean_loss), so the stddev moves as
   # without it: a gradient clip may rescale the whole policy gradient, but
   # Adam's first update, g / (|g| + eps) per parameter, does not see scale.
@@ -366,7 +369,7 @@ def test_behaviour_cloning_pulls_the_mean_towards_expert_actions():
   rng = np.random.default_rng(3)
   expert = _expert(rng)
   windows = jax.tree_util.tree_map(lambda x: x[0], _windows(rng, 1, 8))
-  off = _ail(kind='airl', reward='f')
+  off = _ail(kind=kind, reward=reward)
   on = dataclasses.replace(off, bc_weight=50.0, bc_decay_steps=4)
   state = learner.init(mpo, off, DIMS, seed=0)
   state = state._replace(generator=state.generator._replace(
