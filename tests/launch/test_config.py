@@ -138,9 +138,13 @@ _WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
 # records its cell must be those settings and nothing else, with the gradient
 # penalty and BC weights the study's report names.
 @pytest.mark.parametrize('name, base, overrides, penalty, bc', [
+    ('gail_bc_cartpole', 'gail_cartpole',
+     {'ail.bc_weight': '1.0', 'ail.bc_decay_steps': '15000',
+      'ail.bc_final_weight': '0.3', 'env_step_budget': '150000'}, 10.0, 1.0),
     ('gail_point_mass', 'gail_cartpole',
      {'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
-      'env_step_budget': '100000'}, 0.0, 0.0),
+      'ail.bc_weight': '1.0', 'ail.bc_decay_steps': '15000',
+      'ail.bc_final_weight': '0.1', 'env_step_budget': '100000'}, 0.0, 1.0),
     ('airl_point_mass', 'airl_cartpole',
      {'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
       'ail.bc_weight': '0', 'ail.bc_final_weight': '0',
