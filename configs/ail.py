@@ -28,8 +28,9 @@ from tandem.agents.ail.config import AILConfig, discriminator_optimizer
 from tandem.configs import mpo as mpo_configs
 from tandem.launch.config import AILTrainConfig
 
-CONFIGS = ('gail_cartpole', 'gail_bc_cartpole', 'gail_point_mass', 'gail_walker', 'airl_cartpole',
-           'airl_point_mass', 'airl_walker', 'tiny')
+CONFIGS = ('gail_cartpole', 'gail_bc_cartpole', 'gail_point_mass',
+           'gail_walker', 'airl_cartpole', 'airl_point_mass', 'airl_walker',
+           'tiny')
 
 
 # MO-MPO's action-penalty bound for AIRL's generator (see airl_cartpole).

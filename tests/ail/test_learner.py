@@ -361,10 +361,10 @@ def test_behaviour_cloning_pulls_the_mean_towards_expert_actions(kind, reward):
   # One generator step on the same state and batch with and without the BC
   # term: with it, the mean on the drawn expert states moves towards the
   # expert's actions and the step logs the scheduled weight, whichever
-  # discriminator rewards the generator. BC adds no
-  # gradient to the stddev head (bc.mean_loss), so the stddev moves as
-  # without it: a gradient clip may rescale the whole policy gradient, but
-  # Adam's first update, g / (|g| + eps) per parameter, does not see scale.
+  # discriminator rewards the generator. BC adds no gradient to the stddev
+  # head (bc.mean_loss), so the stddev moves as without it: a gradient clip
+  # may rescale the whole policy gradient, but Adam's first update,
+  # g / (|g| + eps) per parameter, does not see scale.
   mpo = _mpo(sgd_steps_per_call=1)
   rng = np.random.default_rng(3)
   expert = _expert(rng)
