@@ -27,8 +27,10 @@ demonstrations file's episode_returns, or 869.36 where the file is absent),
 the final and the best evaluation return; per kind, the medians. A median of
 steps (or seconds) to a threshold counts a seed that never reached it as
 never (the time by which half the seeds had reached it, as `tandem compare`
-computes it), and is None where half or more never did. Ends with one JSON
-line.
+computes it), and is None where half or more never did. Beside whether
+each run held (ended within 5% of its peak) it gives how likely that would
+be for a policy as steady as the expert, from the demonstrations' episode
+returns: the evaluations' noise alone. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ DEFAULT_BUDGET = 150_000
 RECORD_FORMAT = 'tandem.ail_learning.cell/1'
 
 
-def expert_mean(demos: str) -> tuple[float, str]:
-  """The expert's mean episode return and where it came from."""
+def expert_returns(demos: str):
+  """The expert's episode returns (None where the file is absent) and where
+  they came from."""
   if not os.path.isfile(demos):
-    return EXPERT_MEAN_FALLBACK, f'{demos} absent; README value'
+    return None, f'{demos} absent; README value'
   import numpy as np
   with np.load(demos, allow_pickle=False) as data:
     if 'episode_returns' not in data.files:
@@ -66,7 +69,29 @@ def expert_mean(demos: str) -> tuple[float, str]:
     returns = np.asarray(data['episode_returns'], dtype=np.float64)
   if returns.size == 0:
     raise harness.Refusal(f'ail_learning: {demos}: episode_returns is empty')
-  return float(returns.mean()), f'{demos}, {returns.size} episodes'
+  return returns, f'{demos}, {returns.size} episodes'
+
+
+def held_by_chance(returns, evaluations: int, eval_episodes: int,
+                   final_episodes: int, draws: int = 20_000,
+                   seed: int = 0) -> float:
+  """The probability that a run counts as holding (final return within 5%
+  of its peak) when its policy does not change at all: every episode of
+  its `evaluations` periodic evaluations (`eval_episodes` each) and of its
+  final one (`final_episodes`) returns a draw from `returns`, the expert's
+  episode returns. Below 1 by the evaluations' noise alone: where the
+  expert's returns spread (point_mass's start positions), the peak is the
+  luckiest of several small means and the final one more. Monte Carlo with
+  a fixed seed, so the same inputs give the same figure."""
+  import numpy as np
+  returns = np.asarray(returns, dtype=np.float64)
+  rng = np.random.default_rng(seed)
+  final = rng.choice(returns, (draws, final_episodes)).mean(-1)
+  peak = final
+  if evaluations:
+    periodic = rng.choice(returns, (draws, evaluations, eval_episodes))
+    peak = np.maximum(periodic.mean(-1).max(-1), final)
+  return float(np.mean(final >= HELD_FRACTION * peak))
 
 
 # ------------------------------------------------------- one cell's parts
@@ -143,12 +168,15 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
 
 
 def figures(kind: str, seed: int, source: str, curve: list, final, expert:
-            float, config=None) -> dict:
+            float, config=None, returns=None) -> dict:
   """The summary's figures of one cell, from its evaluation rows, its
   final.json (None if unfinished) and its config.json (None if not known),
   wherever they were read from. `held` says whether a finished run's final
   return is within 5% of its peak (a run that reached 90% and fell far
-  below it is not a success)."""
+  below it is not a success); `held_if_steady`, how likely `held` would be
+  for a policy as steady as the expert (`returns`, its episode returns)
+  from the evaluation that first reached 90% on (held_by_chance; None
+  where a figure it needs is not known)."""
   config = config if isinstance(config, dict) else {}
   ail = config.get('ail') if isinstance(config.get('ail'), dict) else {}
   out = {'kind': kind, 'seed': seed, 'run_dir': source,
@@ -184,6 +212,7 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   out['held'] = (None if out['final_return'] is None or
                  out['max_return'] is None else
                  out['final_return'] >= HELD_FRACTION * out['max_return'])
+  out['held_if_steady'] = _held_if_steady(out, curve, config, returns)
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
               'max_return'):
     if out[key] is not None:
@@ -192,7 +221,19 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   return out
 
 
-def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
+def _held_if_steady(out: dict, curve: list, config: dict, returns):
+  reached = out['env_steps_to_90pct']
+  episodes = (config.get('eval_episodes'), config.get('final_eval_episodes'))
+  if (returns is None or out['held'] is None or reached is None or
+      not all(isinstance(n, int) and n > 0 for n in episodes)):
+    return None
+  evaluations = sum(1 for p in curve
+                    if not p['final'] and p['env_steps'] >= reached)
+  return round(held_by_chance(returns, evaluations, *episodes), 3)
+
+
+def read_cells(runs_root: str, kinds, expert: float, records_dir=None,
+               returns=None) -> dict:
   """{kind: [figures, ...] by seed}: each seed's finished run directory
   (recorded into records_dir on the way), else its record, else its
   unfinished run directory. An unreadable record is left out, with a
@@ -206,7 +247,7 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None) -> dict:
     if records_dir and not f.recorded and f.parts['final'] is not None:
       STUDY.store(records_dir, f.variant, f.seed, f.parts, f.source)
     cell = figures(f.variant, f.seed, f.source, f.parts['curve'],
-                   f.parts['final'], expert, f.parts.get('config'))
+                   f.parts['final'], expert, f.parts.get('config'), returns)
     cell['recorded'] = f.recorded
     out[f.variant].append(cell)
   return out
@@ -241,6 +282,13 @@ def kind_stats(runs: list) -> dict:
   # 5% of its peak (a run that never rose has "held" nothing).
   out['seeds_reaching_90pct_and_holding'] = (
       f"{sum(r['held'] is True and r['env_steps_to_90pct'] is not None for r in runs)}/{n}")
+  # What `seeds_reaching_90pct_and_holding` would average for policies as
+  # steady as the expert: the evaluations' noise alone, summed over the
+  # seeds it is known for.
+  chances = [r['held_if_steady'] for r in runs
+             if r['held_if_steady'] is not None]
+  out['seeds_holding_if_steady'] = (
+      f'{sum(chances):.1f}/{len(chances)}' if chances else None)
   out['bc_weight'] = _one_value([r['bc_weight'] for r in runs])
   med = harness.median(finals)
   out['final_return_median'] = None if med is None else round(med, 1)
@@ -283,6 +331,8 @@ SEED_COLUMNS = [
     ('elapsed s', 'r', lambda r: _cell(r['elapsed_s'])),
     ('final ≥ 95% of max', 'l', lambda r: {True: 'yes', False: '**no**',
                                             None: '–'}[r['held']]),
+    ('P(held) if steady', 'r', lambda r: _cell(r['held_if_steady'],
+                                               '{:.2f}')),
     ('status', 'l', _status)]
 
 
@@ -304,10 +354,12 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['env_steps_to_90pct_median']),
         _cell(st['elapsed_s_to_90pct_median']),
         _cell(st['final_return_median'], '{:.1f}'),
-        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '']))
+        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '', '']))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; reached 90% and ended within "
-          f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds; "
+          f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds "
+          f"(a policy as steady as the expert: {st['seeds_holding_if_steady']} "
+          "on average, by the evaluations' noise alone); "
           f"finished: {st['finished']} "
           '(medians to a threshold count a seed that never reached it as '
           'never; – where half or more never did)')
@@ -357,8 +409,10 @@ def summarise(runs_root: str, kinds, demos: str, png=None,
               records_dir=None) -> dict:
   """Reads the cells, prints the tables and the JSON line (returned), and
   writes the PNG where asked."""
-  expert, source = expert_mean(demos)
-  runs_by_kind = read_cells(runs_root, kinds, expert, records_dir)
+  returns, source = expert_returns(demos)
+  expert = (EXPERT_MEAN_FALLBACK if returns is None
+            else float(returns.mean()))
+  runs_by_kind = read_cells(runs_root, kinds, expert, records_dir, returns)
   stats = {k: kind_stats(runs_by_kind[k]) for k in kinds}
   print(f'runs under {runs_root}'
         + (f' and records in {records_dir}' if records_dir else '')

@@ -319,3 +319,46 @@ def test_a_config_that_is_not_one_per_kind_is_refused(tmp_path, capsys,
     al.main(argv)
   assert e.value.code == 2
   assert error in capsys.readouterr().err
+
+
+def test_held_by_chance_is_the_evaluations_noise_alone():
+  # Episodes return 0 or 100 alike; one 1-episode evaluation, then a
+  # 1-episode final: the final holds unless it is 0 after a 100, so 3/4.
+  assert al.held_by_chance([0.0, 100.0], 1, 1, 1) == pytest.approx(0.75,
+                                                                    abs=0.02)
+  # An expert whose episodes all return alike always holds.
+  assert al.held_by_chance([869.0, 869.0], 10, 2, 5) == 1.0
+  # More evaluations after reaching the expert: more chances of a lucky
+  # peak that the final falls 5% below.
+  spread = [850.0, 880.0, 930.0, 700.0]
+  chances = [al.held_by_chance(spread, n, 2, 5) for n in (0, 3, 30)]
+  assert chances[0] == 1.0 and chances[0] > chances[1] > chances[2]
+
+
+def test_the_summary_gives_each_seeds_chance_of_holding_if_steady(tmp_path,
+                                                                 capsys):
+  import numpy as np
+  demos = tmp_path / 'demos.npz'
+  np.savez(demos, episode_returns=np.array([700.0, 900.0, 1000.0, 800.0]))
+  runs = tmp_path / 'runs'
+  # The expert's mean is 850: 90% is 765. Seed 0 reaches it at the third
+  # evaluation (two periodic evaluations from there on), seed 1 never.
+  for seed, returns in ((0, [50.0, 500.0, 800.0, 850.0, 810.0]),
+                        (1, [50.0, 300.0, 400.0])):
+    run = _write_run(runs, 'gail', seed, returns)
+    config = json.loads((run / 'config.json').read_text())
+    config.update(eval_episodes=2, final_eval_episodes=5)
+    (run / 'config.json').write_text(json.dumps(config))
+  # Seed 2's config does not say how many episodes it evaluated.
+  _write_run(runs, 'gail', 2, [50.0, 800.0, 790.0])
+  got = al.summarise(str(runs), ['gail'], str(demos), records_dir=None)
+  out = capsys.readouterr().out
+  chance = got['runs']['gail_s0']['held_if_steady']
+  assert chance == round(al.held_by_chance([700.0, 900.0, 1000.0, 800.0],
+                                           2, 2, 5), 3)
+  assert 0.0 < chance < 1.0
+  assert got['runs']['gail_s1']['held_if_steady'] is None
+  assert got['runs']['gail_s2']['held_if_steady'] is None
+  assert got['gail.seeds_holding_if_steady'] == f'{chance:.1f}/1'
+  assert 'P(held) if steady' in out
+  assert f'a policy as steady as the expert: {chance:.1f}/1' in out
