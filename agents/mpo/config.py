@@ -30,11 +30,17 @@ CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-  """An optax optimizer by name, with its learning-rate schedule."""
+  """An optax optimizer by name, with its learning-rate schedule.
+
+  The schedule runs over its group's schedule_horizon global steps from
+  learning_rate to final_fraction·learning_rate (agents/core/schedules.py),
+  holding learning_rate for the first hold_fraction of the horizon.
+  """
   name: str = 'adam'
   learning_rate: float = 1e-4
   schedule: str = 'constant'
   final_fraction: float = 1.0
+  hold_fraction: float = 0.0
   owner: str = dataclasses.field(default='OptimizerConfig', compare=False,
                                  repr=False)
   choices: Sequence[str] = dataclasses.field(default=NETWORK_OPTIMIZERS,
@@ -46,6 +52,12 @@ class OptimizerConfig:
     fields.one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
     fields.unit_interval(self.owner, 'final_fraction', self.final_fraction,
                    open_low=False)
+    # 1 would hold the rate for the whole horizon and divide by zero.
+    if not (isinstance(self.hold_fraction, (int, float)) and
+            not isinstance(self.hold_fraction, bool) and
+            0 <= self.hold_fraction < 1):
+      fields.fail(self.owner, 'hold_fraction', 'a number in [0, 1)',
+                  self.hold_fraction)
 
 
 def optimizer_field(owner, field, value, choices):

@@ -450,6 +450,25 @@ def test_learning_rate_follows_linear_schedule_over_global_steps():
   assert int(m['discriminator_steps']) == 6
 
 
+def test_learning_rate_holds_for_the_configured_share_of_its_horizon():
+  # The discriminator's schedule reads the hold from its optimizer config.
+  cfg = _plain_cfg(schedule_horizon=10,
+                   discriminator_optimizer=discriminator_optimizer(
+                       'sgd', 0.1, schedule='linear', final_fraction=0.0,
+                       hold_fraction=0.5))
+  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)
+  agent = _batch(jax.random.PRNGKey(1), 8, -1.0)
+  zeros = jnp.zeros((8,))
+  step = jax.jit(lambda s: disc.update(cfg, s, expert, agent, zeros, zeros,
+                                       0.99))
+  state, rates = disc.init(cfg, 3, 2, 0), []
+  for _ in range(11):
+    state, m = step(state)
+    rates.append(float(m['learning_rate_discriminator']))
+  np.testing.assert_allclose(rates, [0.1] * 6 + [0.08, 0.06, 0.04, 0.02, 0.0],
+                             atol=1e-6)
+
+
 def test_nan_batch_skips_step():
   cfg = _plain_cfg(normalize_inputs=True, gradient_penalty=10.0)
   state = disc.init(cfg, 3, 2, 0)

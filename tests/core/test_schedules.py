@@ -32,3 +32,16 @@ def test_endpoints_and_clipping():
   assert np.all(np.diff(v) <= 1e-7)
   with pytest.raises(ValueError, match='schedule kind'):
     schedules.value('exp', 1.0, 0.1, 0, 10)
+
+
+@pytest.mark.parametrize('kind', ['linear', 'cosine'])
+def test_a_hold_keeps_the_initial_value_then_runs_over_the_rest(kind):
+  # Held for the first 60 of 100 counts, then the schedule over 60..100:
+  # at 80 it is where an unheld one is half way, at 100 at its final value.
+  held = lambda c: float(schedules.value(kind, 1.0, 0.1, c, 100, 0.6))
+  plain = lambda c: float(schedules.value(kind, 1.0, 0.1, c, 100))
+  assert [held(c) for c in (0, 30, 60)] == [1.0, 1.0, 1.0]
+  assert held(61) < 1.0
+  assert held(80) == pytest.approx(plain(50), rel=1e-6)
+  assert held(100) == pytest.approx(0.1) and held(10**6) == pytest.approx(0.1)
+  assert held(90) == pytest.approx(plain(75), rel=1e-6)

@@ -29,6 +29,19 @@ def test_json_round_trip_is_exact():
     assert again == cfg
 
 
+def test_a_schedule_stored_without_a_hold_reads_as_the_one_it_ran():
+  # A config.json that predates hold_fraction ran its schedules unheld.
+  cfg = config_lib.apply_overrides(config_lib.TrainConfig(), {
+      'mpo.policy_optimizer.schedule': 'linear',
+      'mpo.policy_optimizer.hold_fraction': '0.25'})
+  assert cfg.mpo.policy_optimizer.hold_fraction == 0.25
+  data = config_lib.to_dict(cfg)
+  del data['mpo']['policy_optimizer']['hold_fraction']
+  assert config_lib.from_dict(data).mpo.policy_optimizer.hold_fraction == 0.0
+  assert config_lib.stored_fields(data)[
+      'mpo.policy_optimizer.hold_fraction'] == 0.0
+
+
 @pytest.mark.parametrize('data', [[1], None, 'cartpole'])
 def test_from_dict_refuses_what_is_not_an_object(data):
   with pytest.raises(ConfigError, match='JSON object'):

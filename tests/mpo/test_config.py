@@ -44,6 +44,11 @@ BAD = [
     ('critic_optimizer.learning_rate', -1e-4,
      'MPOConfig.critic_optimizer.learning_rate'),
     ('critic_optimizer.schedule', 'exp', 'MPOConfig.critic_optimizer.schedule'),
+    # 1 would hold the rate over the whole horizon and end it with a jump.
+    ('policy_optimizer.hold_fraction', 1.0,
+     'MPOConfig.policy_optimizer.hold_fraction'),
+    ('critic_optimizer.hold_fraction', -0.1,
+     r'MPOConfig.critic_optimizer.hold_fraction: expected a number in \[0, 1\)'),
     ('duals.num_steps', 0, 'DualConfig.num_steps'),
     ('duals.num_steps', 1.5, 'DualConfig.num_steps'),
     # Finite in Python, but 0 or inf in the learner's float32: every update
