@@ -30,7 +30,9 @@ never (the time by which half the seeds had reached it, as `tandem compare`
 computes it), and is None where half or more never did. Beside whether
 each run held (ended within 5% of its peak) it gives how likely that would
 be for a policy as steady as the expert, from the demonstrations' episode
-returns: the evaluations' noise alone. Ends with one JSON line.
+returns: the evaluations' noise alone; and the lowest evaluation over the
+last 20% of the budget, since a final can hold after a dip. Ends with one
+JSON line.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from harness import REPO_ROOT
 KINDS = ('gail', 'airl')
 FRACTIONS = (0.5, 0.9)  # thresholds: of the expert's mean return
 HELD_FRACTION = 0.95    # a final return this close to the peak has held
+LATE_FRACTION = 0.2     # the end of a run: this share of its budget
 EXPERT_MEAN_FALLBACK = 869.36  # /work/shared/demos/README.md
 DEFAULT_RUNS_ROOT = os.path.join(REPO_ROOT, 'runs', 'ail_learning')
 DEFAULT_DEMOS = os.path.normpath(os.path.join(
@@ -176,7 +179,9 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   below it is not a success); `held_if_steady`, how likely `held` would be
   for a policy as steady as the expert (`returns`, its episode returns)
   from the evaluation that first reached 90% on (held_by_chance; None
-  where a figure it needs is not known)."""
+  where a figure it needs is not known); `lowest_late_return`, the lowest
+  evaluation over the last LATE_FRACTION of the budget, and `held_late`,
+  whether it too is within 5% of the peak."""
   config = config if isinstance(config, dict) else {}
   ail = config.get('ail') if isinstance(config.get('ail'), dict) else {}
   out = {'kind': kind, 'seed': seed, 'run_dir': source,
@@ -213,12 +218,27 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
                  out['max_return'] is None else
                  out['final_return'] >= HELD_FRACTION * out['max_return'])
   out['held_if_steady'] = _held_if_steady(out, curve, config, returns)
+  out['lowest_late_return'] = _lowest_late(out, curve)
+  out['held_late'] = (None if out['lowest_late_return'] is None else
+                      out['lowest_late_return'] >=
+                      HELD_FRACTION * out['max_return'])
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
-              'max_return'):
+              'max_return', 'lowest_late_return'):
     if out[key] is not None:
       out[key] = round(out[key], 1)
   out['curve'] = curve
   return out
+
+
+def _lowest_late(out: dict, curve: list):
+  """The lowest evaluation return from (1 - LATE_FRACTION)·budget env steps
+  on, final included; None for a run not finished or of unknown budget."""
+  budget = out['budget']
+  if out['final_return'] is None or not isinstance(budget, (int, float)):
+    return None
+  late = [p['eval_return'] for p in curve
+          if p['env_steps'] >= (1.0 - LATE_FRACTION) * budget]
+  return min(late + [out['final_return']])
 
 
 def _held_if_steady(out: dict, curve: list, config: dict, returns):
@@ -282,6 +302,10 @@ def kind_stats(runs: list) -> dict:
   # 5% of its peak (a run that never rose has "held" nothing).
   out['seeds_reaching_90pct_and_holding'] = (
       f"{sum(r['held'] is True and r['env_steps_to_90pct'] is not None for r in runs)}/{n}")
+  # Stricter: every evaluation over the run's last LATE_FRACTION within 5%
+  # of the peak, so a dip and recovery before the budget does not count.
+  out['seeds_reaching_90pct_and_holding_late'] = (
+      f"{sum(r['held_late'] is True and r['env_steps_to_90pct'] is not None for r in runs)}/{n}")
   # What `seeds_reaching_90pct_and_holding` would average for policies as
   # steady as the expert: the evaluations' noise alone, summed over the
   # seeds it is known for.
@@ -333,6 +357,10 @@ SEED_COLUMNS = [
                                             None: '–'}[r['held']]),
     ('P(held) if steady', 'r', lambda r: _cell(r['held_if_steady'],
                                                '{:.2f}')),
+    (f'lowest, last {LATE_FRACTION:.0%} of budget', 'r', lambda r: (
+        '–' if r['lowest_late_return'] is None else
+        f"{r['lowest_late_return']:.1f}" +
+        ('' if r['held_late'] else ' **below 95%**'))),
     ('status', 'l', _status)]
 
 
@@ -354,12 +382,14 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['env_steps_to_90pct_median']),
         _cell(st['elapsed_s_to_90pct_median']),
         _cell(st['final_return_median'], '{:.1f}'),
-        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '', '']))
+        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '', '', '']))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; reached 90% and ended within "
           f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds "
           f"(a policy as steady as the expert: {st['seeds_holding_if_steady']} "
-          "on average, by the evaluations' noise alone); "
+          "on average, by the evaluations' noise alone); and at every "
+          f'evaluation of the last {LATE_FRACTION:.0%} of the budget: '
+          f"{st['seeds_reaching_90pct_and_holding_late']} seeds; "
           f"finished: {st['finished']} "
           '(medians to a threshold count a seed that never reached it as '
           'never; – where half or more never did)')

@@ -362,3 +362,25 @@ def test_the_summary_gives_each_seeds_chance_of_holding_if_steady(tmp_path,
   assert got['gail.seeds_holding_if_steady'] == f'{chance:.1f}/1'
   assert 'P(held) if steady' in out
   assert f'a policy as steady as the expert: {chance:.1f}/1' in out
+
+
+def test_a_dip_late_in_the_run_shows_though_the_final_holds(tmp_path, capsys):
+  runs = tmp_path / 'runs'
+  # Budget 5000, an evaluation every 1000: the last 20% is 4000 on. Both
+  # finals hold (800 >= 95% of 820); seed 1 fell to 700 at 4000, seed 0 at
+  # 3000, before the window.
+  _write_run(runs, 'gail', 0, [50.0, 800.0, 820.0, 700.0, 810.0, 800.0],
+             budget=5000)
+  _write_run(runs, 'gail', 1, [50.0, 800.0, 820.0, 810.0, 700.0, 800.0],
+             budget=5000)
+  _write_run(runs, 'gail', 2, [50.0, 800.0], finished=False, budget=5000)
+  got = al.summarise(str(runs), ['gail'], DEMOS, records_dir=None)
+  out = capsys.readouterr().out
+  cells = [got['runs'][f'gail_s{s}'] for s in range(3)]
+  assert [c['held'] for c in cells] == [True, True, None]
+  assert [c['lowest_late_return'] for c in cells] == [800.0, 700.0, None]
+  assert [c['held_late'] for c in cells] == [True, False, None]
+  assert got['gail.seeds_reaching_90pct_and_holding'] == '2/3'
+  assert got['gail.seeds_reaching_90pct_and_holding_late'] == '1/3'
+  assert '700.0 **below 95%**' in out
+  assert 'at every evaluation of the last 20% of the budget: 1/3' in out
