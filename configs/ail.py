@@ -79,10 +79,11 @@ def gail_bc_cartpole() -> AILTrainConfig:
   Measured on cartpole:swingup over 3 seeds: every seed at 90% of the
   expert by 100k env steps (median 80k), where `gail_cartpole` brings 2 of
   3 there by 150k (median 130k); finals 777-880 against 617-797, though
-  only one ended within 5% of its peak. Six later runs of the same
-  settings to 100k: 3 of 6 at 90% by then (6 of 9 in all). With the floor at 0.1, as in
-  `airl_cartpole`, every seed also reached 90%, by 110k, but one fell to
-  627 by 150k (BENCHMARKS.md, GAIL with behaviour cloning)."""
+  only one ended within 5% of its peak. Six more runs of the same
+  settings to 100k, on another VM: 3 of 6 at 90% by then (6 of 9 in all).
+  With the floor at 0.1, as in `airl_cartpole`, every seed also reached
+  90%, by 110k, but one fell to 627 by 150k (BENCHMARKS.md, GAIL with
+  behaviour cloning)."""
   cartpole = gail_cartpole()
   return dataclasses.replace(
       cartpole, name='gail_bc_cartpole',

@@ -214,20 +214,23 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
     out[f'elapsed_s_to_{pct}'] = (
         round(hit['elapsed_s'], 1) if hit and hit['elapsed_s'] is not None
         else None)
-  out['held'] = (None if out['final_return'] is None or
-                 out['max_return'] is None else
-                 out['final_return'] >= HELD_FRACTION * out['max_return'])
+  out['held'] = _near_peak(out['final_return'], out['max_return'])
   out['held_if_steady'] = _held_if_steady(out, curve, config, returns)
   out['lowest_late_return'] = _lowest_late(out, curve)
-  out['held_late'] = (None if out['lowest_late_return'] is None else
-                      out['lowest_late_return'] >=
-                      HELD_FRACTION * out['max_return'])
+  out['held_late'] = _near_peak(out['lowest_late_return'], out['max_return'])
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
               'max_return', 'lowest_late_return'):
     if out[key] is not None:
       out[key] = round(out[key], 1)
   out['curve'] = curve
   return out
+
+
+def _near_peak(value, peak):
+  """Whether a return is within 5% of the run's peak; None if either is."""
+  if value is None or peak is None:
+    return None
+  return value >= HELD_FRACTION * peak
 
 
 def _lowest_late(out: dict, curve: list):
@@ -300,12 +303,11 @@ def kind_stats(runs: list) -> dict:
   out['finished'] = f'{len(finals)}/{n}'
   # A success holds: a seed that reached 90% of the expert and ended within
   # 5% of its peak (a run that never rose has "held" nothing).
-  out['seeds_reaching_90pct_and_holding'] = (
-      f"{sum(r['held'] is True and r['env_steps_to_90pct'] is not None for r in runs)}/{n}")
+  out['seeds_reaching_90pct_and_holding'] = _reached_90_and(runs, 'held')
   # Stricter: every evaluation over the run's last LATE_FRACTION within 5%
   # of the peak, so a dip and recovery before the budget does not count.
-  out['seeds_reaching_90pct_and_holding_late'] = (
-      f"{sum(r['held_late'] is True and r['env_steps_to_90pct'] is not None for r in runs)}/{n}")
+  out['seeds_reaching_90pct_and_holding_late'] = _reached_90_and(
+      runs, 'held_late')
   # What `seeds_reaching_90pct_and_holding` would average for policies as
   # steady as the expert: the evaluations' noise alone, summed over the
   # seeds it is known for.
@@ -319,6 +321,14 @@ def kind_stats(runs: list) -> dict:
   med = harness.median(maxes)
   out['max_return_median'] = None if med is None else round(med, 1)
   return out
+
+
+def _reached_90_and(runs: list, key: str) -> str:
+  """'k/n': the runs that reached 90% of the expert and whose `key` is
+  True."""
+  k = sum(r[key] is True and r['env_steps_to_90pct'] is not None
+          for r in runs)
+  return f'{k}/{len(runs)}'
 
 
 def _one_value(values: list):
@@ -382,7 +392,8 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['env_steps_to_90pct_median']),
         _cell(st['elapsed_s_to_90pct_median']),
         _cell(st['final_return_median'], '{:.1f}'),
-        _cell(st['max_return_median'], '{:.1f}'), '', '', '', '', '', '']))
+        _cell(st['max_return_median'], '{:.1f}')] +
+        [''] * (len(SEED_COLUMNS) - 7)))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; reached 90% and ended within "
           f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds "

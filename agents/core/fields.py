@@ -59,12 +59,14 @@ def one_of(owner, field, value, choices):
     fail(owner, field, f'one of {list(choices)}', value)
 
 
-def unit_interval(owner, field, value, *, open_low=True):
+def unit_interval(owner, field, value, *, open_low=True, open_high=False):
+  """A number in (0, 1], or [0, ...) / ..., 1) as the flags open its ends."""
   ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-      (0 < value <= 1) if open_low else (0 <= value <= 1))
+      (0 < value if open_low else 0 <= value) and
+      (value < 1 if open_high else value <= 1))
   if not ok:
-    fail(owner, field, 'a number in (0, 1]' if open_low else 'a number in [0, 1]',
-          value)
+    fail(owner, field, f"a number in {'(' if open_low else '['}0, "
+         f"1{')' if open_high else ']'}", value)
 
 
 def layers(owner, field, value) -> tuple:

@@ -53,11 +53,8 @@ class OptimizerConfig:
     fields.unit_interval(self.owner, 'final_fraction', self.final_fraction,
                    open_low=False)
     # 1 would hold the rate for the whole horizon and divide by zero.
-    if not (isinstance(self.hold_fraction, (int, float)) and
-            not isinstance(self.hold_fraction, bool) and
-            0 <= self.hold_fraction < 1):
-      fields.fail(self.owner, 'hold_fraction', 'a number in [0, 1)',
-                  self.hold_fraction)
+    fields.unit_interval(self.owner, 'hold_fraction', self.hold_fraction,
+                         open_low=False, open_high=True)
 
 
 def optimizer_field(owner, field, value, choices):
