@@ -142,6 +142,22 @@ def test_named_mpo_configs_use_the_measured_learner_and_ail_keeps_its_own():
     assert (m.estep_states, m.epsilon_mean) == ('current', 0.0025), name
 
 
+def test_an_annealed_named_config_anneals_over_the_updates_its_budget_pays_for():
+  # A horizon is counted in updates, not env steps: one left behind when a
+  # config's budget or replay ratio changes would end the anneal early or
+  # never reach its end.
+  from tandem.configs import ail as ail_named
+  from tandem.launch import notes
+  configs = [getattr(ail_named, name)() for name in ail_named.CONFIGS]
+  annealed = [cfg for cfg in configs
+              if cfg.ail.discriminator_optimizer.schedule != 'constant']
+  assert annealed
+  for cfg in annealed:
+    paid = notes.expected_updates(cfg)['ail']
+    assert abs(cfg.ail.schedule_horizon - paid) <= 0.01 * paid, cfg.name
+    assert notes.schedule_note(cfg) is None, cfg.name
+
+
 _WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
            'mpo.epsilon_mean': '0.01', 'samples_per_insert': '36',
            'num_actors': '4', 'env_step_budget': '500000'}
@@ -153,7 +169,10 @@ _WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
 @pytest.mark.parametrize('name, base, overrides, penalty, bc', [
     ('gail_bc_cartpole', 'gail_cartpole',
      {'ail.bc_weight': '1.0', 'ail.bc_decay_steps': '15000',
-      'ail.bc_final_weight': '0.3', 'env_step_budget': '150000'}, 10.0, 1.0),
+      'ail.bc_final_weight': '0.3', 'env_step_budget': '150000',
+      'ail.discriminator_optimizer.schedule': 'linear',
+      'ail.discriminator_optimizer.final_fraction': '0',
+      'ail.schedule_horizon': '3100'}, 10.0, 1.0),
     ('gail_point_mass', 'gail_cartpole',
      {'env': 'point_mass:easy', 'ail.gradient_penalty': '0',
       'ail.bc_weight': '1.0', 'ail.bc_decay_steps': '15000',
