@@ -80,8 +80,8 @@ def gail_bc_cartpole() -> AILTrainConfig:
   Measured on cartpole:swingup over 6 seeds: every final within 5% of its
   peak (836-875) and every seed at 90% of the expert by 120.2k env steps,
   3 of 6 by 100k. With the rate held constant 1 of 3 finals held (777-880)
-  and 6 of 9 runs reached 90% by 100k, against the anneal's 3 of 6 a
-  difference within the seeds' spread; `gail_cartpole` brings 2 of 3 to
+  and 6 of 9 runs reached 90% by 100k, against the anneal's 3 of 6: a
+  difference within the seeds' spread. `gail_cartpole` brings 2 of 3 to
   90% by 150k (BENCHMARKS.md, GAIL with behaviour cloning; Whether a final
   return holds).
 
