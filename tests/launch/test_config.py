@@ -30,7 +30,7 @@ def test_json_round_trip_is_exact():
 
 
 def test_a_schedule_stored_without_a_hold_reads_as_the_one_it_ran():
-  # A config.json that predates hold_fraction ran its schedules unheld.
+  # A stored config.json without hold_fraction ran its schedules unheld.
   cfg = config_lib.apply_overrides(config_lib.TrainConfig(), {
       'mpo.policy_optimizer.schedule': 'linear',
       'mpo.policy_optimizer.hold_fraction': '0.25'})
