@@ -406,6 +406,20 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
           'never; – where half or more never did)')
 
 
+def panel_title(kind: str, runs: list) -> str:
+  """The method and its task, e.g. 'AIRL with BC — walker:walk': whether
+  the expert's actions were cloned changes what a curve says about the
+  method, so a panel names it ('BC weight mixed' where its runs differ)."""
+  task = _one_value([r['task'] for r in runs])
+  bc = _one_value([r['bc_weight'] for r in runs])
+  if isinstance(bc, list):
+    bc_text = ', BC weight mixed'
+  else:
+    bc_text = ' with BC' if bc else ''
+  return (f'{kind.upper()}{bc_text} — '
+          f'{task if isinstance(task, str) else "its task"}')
+
+
 def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
   """Per kind, each seed's evaluation return (and its learned return,
   dotted) over env steps, with the thresholds."""
@@ -434,8 +448,7 @@ def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
               color='gray')
     if twin is not None:
       twin.set_ylabel('learned return (dotted)', color='gray')
-    task = _one_value([r['task'] for r in runs_by_kind[kind]])
-    ax.set_title(f'{kind.upper()} — {task if isinstance(task, str) else "its task"}')
+    ax.set_title(panel_title(kind, runs_by_kind[kind]))
     ax.set_xlabel('global env steps')
     ax.set_ylabel('evaluation return (mean action)')
     ax.grid(alpha=0.3)

@@ -384,3 +384,19 @@ def test_a_dip_late_in_the_run_shows_though_the_final_holds(tmp_path, capsys):
   assert got['gail.seeds_reaching_90pct_and_holding_late'] == '1/3'
   assert '700.0 **below 95%**' in out
   assert 'at every evaluation of the last 20% of the budget: 1/3' in out
+
+
+def test_a_panel_says_whether_its_runs_cloned_the_experts_actions(tmp_path):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'airl', 0, [50.0, 800.0], env='walker:walk',
+             bc_weight=1.0)
+  _write_run(runs, 'airl', 1, [50.0, 700.0], env='walker:walk',
+             bc_weight=1.0)
+  _write_run(runs, 'gail', 0, [50.0, 800.0], env='walker:walk')
+  _write_run(runs, 'gail', 1, [50.0, 700.0], env='walker:walk',
+             bc_weight=0.5)
+  cells = al.read_cells(str(runs), ['gail', 'airl'], 869.36)
+  assert al.panel_title('airl', cells['airl']) == 'AIRL with BC — walker:walk'
+  assert al.panel_title('gail', cells['gail'][:1]) == 'GAIL — walker:walk'
+  assert al.panel_title('gail', cells['gail']) == (
+      'GAIL, BC weight mixed — walker:walk')
