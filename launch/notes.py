@@ -31,10 +31,12 @@ def schedule_note(cfg) -> Optional[str]:
   schedule; with one half as long, the value sits at its final one for more
   than half the run. Learning-rate schedules run over their group's
   schedule_horizon; the adversarial behaviour-cloning weight over
-  ail.bc_decay_steps generator steps. Neither changes on resume, so a resume
-  that extends the budget warns too."""
+  ail.bc_decay_steps generator steps. A BC weight that falls to a floor
+  above 0 is meant to hold there, so an early end of its fall is not noted.
+  Neither horizon changes on resume, so a resume that extends the budget
+  warns too."""
   updates = expected_updates(cfg)
-  anneals = []  # (what, horizon field, horizon, updates paid for)
+  anneals = []  # (what, horizon field, horizon, updates paid for, note early end)
   fields = config_lib.leaf_fields(cfg)
   for path, kind in fields.items():
     if not path.endswith('.schedule') or kind == 'constant':
@@ -43,19 +45,21 @@ def schedule_note(cfg) -> Optional[str]:
       continue  # it ends where it starts: a constant rate
     group = path.split('.')[0]
     anneals.append((f'{path}={kind}', f'{group}.schedule_horizon',
-                    getattr(cfg, group).schedule_horizon, updates[group]))
+                    getattr(cfg, group).schedule_horizon, updates[group],
+                    True))
   ail = getattr(cfg, 'ail', None)
   if ail is not None and ail.bc_weight > 0 and \
       ail.bc_final_weight != ail.bc_weight:
     anneals.append(('ail.bc_weight', 'ail.bc_decay_steps',
-                    ail.bc_decay_steps, updates['mpo']))
+                    ail.bc_decay_steps, updates['mpo'],
+                    ail.bc_final_weight == 0))
   notes = []
-  for what, name, horizon, steps in anneals:
+  for what, name, horizon, steps, note_early_end in anneals:
     if horizon > 2 * steps:
       notes.append(f'{what} runs over {name}={horizon} steps, but the '
                    f'budget pays for about {steps:.0f}: the run ends '
                    f'{100 * steps / horizon:.0f}% of the way through it')
-    elif horizon < steps / 2:
+    elif horizon < steps / 2 and note_early_end:
       notes.append(f'{what} reaches its final value at {name}={horizon} '
                    f'steps, {100 * horizon / steps:.0f}% of the about '
                    f'{steps:.0f} the budget pays for')

@@ -155,11 +155,7 @@ def test_an_annealed_named_config_anneals_over_the_updates_its_budget_pays_for()
   for cfg in annealed:
     paid = notes.expected_updates(cfg)['ail']
     assert abs(cfg.ail.schedule_horizon - paid) <= 0.01 * paid, cfg.name
-    # No note about this horizon at launch. (The BC weight's fall to its
-    # floor is a schedule of its own, measured ending early on walker:
-    # 15k of about 62k generator steps, and may print its own note.)
-    assert 'ail.schedule_horizon' not in (notes.schedule_note(cfg) or ''), (
-        cfg.name)
+    assert notes.schedule_note(cfg) is None, cfg.name
 
 
 _WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
