@@ -7,22 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tandem.launch import config as config_lib
-
-
-def expected_updates(cfg) -> dict:
-  """The updates the budget lets the rate limiter pay for, by the count
-  that keys each schedule: {'mpo': generator/MPO steps, 'ail':
-  discriminator steps (adversarial runs only)}. Each sampled row is one
-  batch element; an adversarial round splits its rows between the two."""
-  rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
-  if not isinstance(cfg, config_lib.AILTrainConfig):
-    return {'mpo': rows / cfg.mpo.batch_size}
-  a = cfg.ail
-  gen = a.generator_steps_per_round * cfg.mpo.batch_size
-  disc = a.discriminator_steps_per_round * a.batch_size
-  rounds = rows / (gen + disc)
-  return {'mpo': rounds * a.generator_steps_per_round,
-          'ail': rounds * a.discriminator_steps_per_round}
+from tandem.launch import horizons
 
 
 def schedule_note(cfg) -> Optional[str]:
@@ -35,7 +20,8 @@ def schedule_note(cfg) -> Optional[str]:
   above 0 is meant to hold there, so an early end of its fall is not noted.
   Neither horizon changes on resume, so a resume that extends the budget
   warns too."""
-  updates = expected_updates(cfg)
+  cfg = horizons.over_the_budget(cfg)  # a horizon of 0 is the budget's
+  updates = horizons.expected_updates(cfg)
   anneals = []  # (what, horizon field, horizon, updates paid for, note early end)
   fields = config_lib.leaf_fields(cfg)
   for path, kind in fields.items():
@@ -67,7 +53,8 @@ def schedule_note(cfg) -> Optional[str]:
     return None
   return ('note: ' + '; '.join(notes) + ' ((env_step_budget - '
           'replay_min_size) · samples_per_insert rows sampled). The horizon '
-          'is fixed for the run; set it at launch to change this.')
+          'is fixed for the run; set it at launch (0: what the budget pays '
+          'for) to change this.')
 
 
 def empty_replay_note(cfg, rd) -> Optional[str]:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from tandem.agents.core.fields import ConfigError
 from tandem.launch import config as config_lib
+from tandem.launch import horizons
 from tandem.launch import programs
 from tandem.launch import replay_checks
 from tandem.launch import resuming
@@ -144,7 +145,9 @@ def resolve_train_config(args, extra: Sequence[str],
     environments.validate_environment_name(cfg.env)
   except ValueError as e:
     raise UsageError(f'env: {e}') from e
-  return cfg, run_dir, bool(args.resume)
+  # A new run's horizon of 0 becomes a count here; a resumed run's
+  # config.json holds the count its run started with.
+  return horizons.over_the_budget(cfg), run_dir, bool(args.resume)
 
 
 def _no_constants(name: str):

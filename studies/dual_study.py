@@ -318,14 +318,14 @@ def horizon_mismatch(base, strategy: str, budget: int):
   batch_size, what the rate limiter pays for) differs by more than
   HORIZON_TOLERANCE, its schedule would end early or far from done, which
   is another experiment."""
-  from tandem.launch import notes
+  from tandem.launch import horizons
   pinned = MPO_FIELDS[strategy].get('schedule_horizon')
   if pinned is None or pinned == _MPO_DEFAULTS['schedule_horizon']:
     return None
   # The study's --budget overrides the config's.
   cfg = dataclasses.replace(expected_config(base, strategy, 0),
                             env_step_budget=budget)
-  steps = notes.expected_updates(cfg)['mpo']
+  steps = horizons.expected_updates(cfg)['mpo']
   if abs(int(pinned) - steps) <= HORIZON_TOLERANCE * steps:
     return None
   return (f'{strategy} anneals over {pinned} learner steps, but '

@@ -79,7 +79,9 @@ class AILConfig:
   discriminator_steps_per_round: int = 1
   discriminator_steps_per_call: int = 1
   generator_steps_per_round: int = 8
-  # Discriminator steps over which its learning-rate schedule runs.
+  # Discriminator steps over which its learning-rate schedule runs; 0: the
+  # steps the run's budget pays for, which the launch sets when it creates
+  # the run (a learner needs the count).
   schedule_horizon: int = 1_000_000
   # Behaviour cloning of the policy mean on expert batches, added to the
   # generator's policy loss with a weight falling linearly from bc_weight to
@@ -140,7 +142,7 @@ class AILConfig:
                   self.discriminator_steps_per_call, 1)
     fields.step_count(o, 'generator_steps_per_round',
                 self.generator_steps_per_round)
-    fields.step_count(o, 'schedule_horizon', self.schedule_horizon)
+    fields.schedule_horizon(o, self.schedule_horizon)
     fields.int_at_least(o, 'discriminator_window', self.discriminator_window,
                         0)
     if 0 < self.discriminator_window < self.batch_size:

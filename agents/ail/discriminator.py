@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from tandem.agents.ail.config import AILConfig
+from tandem.agents.core import fields
 from tandem.agents.core import optimizers
 from tandem.agents.core import schedules
 from tandem.agents.core import trees
@@ -369,7 +370,7 @@ def init(cfg: AILConfig, observation_dim: int, action_dim: int,
       params=params, opt_state=_optimizer(cfg).init(params),
       normalizer=init_normalizer(observation_dim), key=key,
       steps=jnp.int32(0), skipped=jnp.int32(0),
-      horizon=jnp.int32(cfg.schedule_horizon))
+      horizon=jnp.int32(fields.fixed_horizon(cfg)))
 
 
 def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,

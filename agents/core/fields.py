@@ -54,6 +54,25 @@ def step_count(owner, field, value, low=1):
           'count, int32 in the learner)', value)
 
 
+def schedule_horizon(owner, value):
+  """A schedule's horizon in its group's steps, or 0 for the steps the run's
+  budget pays for (launch/horizons.py sets that count at launch)."""
+  if (not isinstance(value, int) or isinstance(value, bool) or
+      not 0 <= value <= MAX_STEP_COUNT):
+    fail(owner, 'schedule_horizon', f'an integer in [0, {MAX_STEP_COUNT}] '
+         '(steps; 0: the steps the budget pays for)', value)
+
+
+def fixed_horizon(config) -> int:
+  """The horizon a learner's state holds: a count, never 0, which only a
+  launch can turn into one (it knows the budget)."""
+  if config.schedule_horizon == 0:
+    fail(type(config).__name__, 'schedule_horizon',
+         "a step count for the learner; 0 (the budget's) is set by the "
+         'launch, launch/horizons.over_the_budget', 0)
+  return config.schedule_horizon
+
+
 def one_of(owner, field, value, choices):
   if value not in choices:
     fail(owner, field, f'one of {list(choices)}', value)

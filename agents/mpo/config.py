@@ -259,7 +259,9 @@ class MPOConfig:
   target_update_period: int = 100
   target_polyak_tau: float = 0.005
   sgd_steps_per_call: int = 1
-  # Learner steps over which schedules run from start to end value.
+  # Learner steps over which schedules run from start to end value; 0: the
+  # steps the run's budget pays for, which the launch sets when it creates
+  # the run (a learner needs the count).
   schedule_horizon: int = 1_000_000
 
   @property
@@ -310,7 +312,7 @@ class MPOConfig:
     fields.step_count(o, 'target_update_period', self.target_update_period)
     fields.unit_interval(o, 'target_polyak_tau', self.target_polyak_tau)
     fields.int_at_least(o, 'sgd_steps_per_call', self.sgd_steps_per_call, 1)
-    fields.step_count(o, 'schedule_horizon', self.schedule_horizon)
+    fields.schedule_horizon(o, self.schedule_horizon)
 
 
 def replace(config, overrides: Mapping[str, Any]):

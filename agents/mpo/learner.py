@@ -28,6 +28,7 @@ import optax
 
 from tandem.agents.core import checkpointing
 from tandem.agents.core.batches import Batch  # re-exported: learner.Batch
+from tandem.agents.core import fields
 from tandem.agents.core import optimizers
 from tandem.agents.core import schedules
 from tandem.agents.core.specs import Dims  # re-exported: learner.Dims
@@ -111,7 +112,7 @@ def init(cfg: MPOConfig, dims: Dims, seed: int) -> LearnerState:
       policy_opt=policy_optimizer(cfg).init(policy),
       critic_opt=critic_optimizer(cfg).init(critic),
       key=key, steps=jnp.int32(0), skipped=jnp.int32(0),
-      horizon=jnp.int32(cfg.schedule_horizon))
+      horizon=jnp.int32(fields.fixed_horizon(cfg)))
 
 
 class EStepInputs(NamedTuple):

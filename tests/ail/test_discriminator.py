@@ -839,3 +839,9 @@ def test_absorbing_states_penalty_interpolates_the_indicator_too():
   _, key_penalty = jax.random.split(state.key)
   want = disc.gradient_penalty(fn, flat(expert), flat(agent), key_penalty)
   assert float(m['gradient_penalty']) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_a_discriminator_refuses_a_horizon_the_launch_has_not_set():
+  with pytest.raises(ConfigError, match=r'AILConfig.schedule_horizon.*'
+                     r'over_the_budget'):
+    disc.init(_plain_cfg(schedule_horizon=0), 3, 2, 0)

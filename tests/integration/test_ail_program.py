@@ -19,6 +19,7 @@ from tandem.agents.core import schedules
 from tandem.configs import ail as named
 from tandem.launch import ail
 from tandem.launch import config as config_lib
+from tandem.launch import horizons
 from tests import no_gl
 from tests.integration.conftest import (processes_mentioning, run_tandem,
                                         tensorboard_matches_csv)
@@ -93,10 +94,11 @@ class AILProgramTest(absltest.TestCase):
 def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   demos = write_cartpole_demos(str(tmp_path / 'demos.npz'), episodes=1)
   # Annealed rates in both phases and an annealed behaviour-cloning weight:
-  # each row of both launches must show the value at its global step.
+  # each row of both launches must show the value at its global step. The
+  # discriminator's over the run: a horizon the launch sets from the budget.
   lr = ['--ail.discriminator_optimizer.schedule=linear',
         '--ail.discriminator_optimizer.final_fraction=0.1',
-        '--ail.schedule_horizon=2000',
+        '--ail.schedule_horizon=0',
         '--mpo.policy_optimizer.schedule=linear',
         '--mpo.policy_optimizer.final_fraction=0.1',
         '--mpo.schedule_horizon=2000',
@@ -120,8 +122,11 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   assert first['rounds'] > 0 and first['discriminator_steps'] > 0
   rows1 = logs.read_csv(os.path.join(run_dir, 'logs', 'discriminator.csv'))
   assert processes_mentioning(run_dir) == []
-  assert json.load(open(os.path.join(run_dir, 'config.json')))['ail'][
-      'absorbing_states'] == 'on'
+  stored = json.load(open(os.path.join(run_dir, 'config.json')))
+  assert stored['ail']['absorbing_states'] == 'on'
+  horizon = stored['ail']['schedule_horizon']
+  assert horizon == round(horizons.expected_updates(
+      config_lib.from_dict(stored))['ail']) > 0
   # No terminal transitions on either side: D of the absorbing transition
   # is logged, and no absorbing row enters the loss.
   assert all(0 < float(r['d_absorbing']) < 1 for r in rows1)
@@ -133,6 +138,9 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   r2 = run_tandem(['train-ail', '--resume', run_dir, '--launch', 'local_mp',
                    '--env_step_budget=3000'])
   assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+  # The resume keeps the horizon its run was created with.
+  assert json.load(open(os.path.join(run_dir, 'config.json')))['ail'][
+      'schedule_horizon'] == horizon
   second = json.load(open(os.path.join(run_dir, 'final.json')))['counts']
   restored = json.load(open(os.path.join(run_dir, 'checkpoints',
                                          'replay_restored.json')))['items']
@@ -161,7 +169,7 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   # than restarting at its initial rate.
   step = int(resumed[0]['discriminator_steps'])
   assert step > int(rows1[-1]['discriminator_steps'])
-  want = float(schedules.value('linear', 3e-4, 0.1, step - 1, 2000))
+  want = float(schedules.value('linear', 3e-4, 0.1, step - 1, horizon))
   assert np.isclose(resumed[0]['learning_rate_discriminator'], want,
                     rtol=1e-5)
   # Every row of both launches: each value is the one of an uninterrupted
@@ -171,7 +179,7 @@ def test_local_mp_run_resume_and_collect_demos(runs_root, tmp_path):
   for r in rows:
     t = int(r['discriminator_steps']) - 1
     assert np.isclose(r['learning_rate_discriminator'], float(
-        schedules.value('linear', 3e-4, 0.1, t, 2000)), rtol=1e-5), r
+        schedules.value('linear', 3e-4, 0.1, t, horizon)), rtol=1e-5), r
   for r in generator_rows:
     t = int(r['learner_steps']) - 1
     assert np.isclose(r['learning_rate_policy'], float(

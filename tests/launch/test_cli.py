@@ -15,6 +15,7 @@ from tandem.configs import mpo as named
 from tandem.launch import cli
 from tandem.launch import config as config_lib
 from tandem.launch import errors
+from tandem.launch import horizons
 from tandem.launch import notes
 from tandem.launch import prepare
 from tandem.launch import replay_checks
@@ -577,7 +578,7 @@ def test_a_schedule_whose_horizon_misses_the_budget_gets_a_note(capsys,
   cfg = config_lib.apply_overrides(named.tiny(), {
       'mpo.policy_optimizer.schedule': 'cosine',
       'mpo.policy_optimizer.final_fraction': '0.1'})
-  steps = notes.expected_updates(cfg)['mpo']
+  steps = horizons.expected_updates(cfg)['mpo']
   assert steps == pytest.approx(
       (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert /
       cfg.mpo.batch_size)

@@ -11,6 +11,7 @@ from tandem.launch import cli
 from tandem.launch import config as config_lib
 from tandem.launch import demos as demos_lib
 from tandem.launch import errors
+from tandem.launch import horizons
 from tandem.launch import notes
 from tandem.launch import programs
 from tandem.launch import report
@@ -326,7 +327,7 @@ def test_a_launch_on_a_task_that_may_terminate_warns_without_terminal_demos(
 def test_an_adversarial_budget_splits_its_updates_between_the_two_phases():
   from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
-  got = notes.expected_updates(cfg)
+  got = horizons.expected_updates(cfg)
   rows = (cfg.env_step_budget - cfg.replay_min_size) * cfg.samples_per_insert
   assert got['mpo'] * cfg.mpo.batch_size + got['ail'] * cfg.ail.batch_size \
       == pytest.approx(rows)
@@ -431,7 +432,7 @@ def test_the_status_line_shows_the_discriminators_rate_where_it_steps():
 def test_a_behaviour_cloning_decay_far_from_the_budget_is_noted():
   from tandem.configs import ail as named_ail
   cfg = named_ail.gail_cartpole()
-  generator_steps = notes.expected_updates(cfg)['mpo']
+  generator_steps = horizons.expected_updates(cfg)['mpo']
   bc = {'ail.bc_weight': '0.5', 'ail.bc_final_weight': '0.0'}
   long = config_lib.apply_overrides(cfg, {
       **bc, 'ail.bc_decay_steps': str(int(generator_steps * 4))})
@@ -538,3 +539,43 @@ def test_bad_absorbing_states_are_refused_by_name(capsys, tmp_path, demos,
   assert rc == errors.EXIT_BAD_INPUT, err
   assert 'absorbing_states' in err and says in err, err
   assert not os.path.exists(tmp_path / 'runs')
+
+
+def test_a_horizon_of_0_is_set_to_the_budgets_steps_when_the_run_is_made(
+    capsys, tmp_path, demos):
+  # "Over the run": each group's horizon becomes the updates the budget
+  # pays for, in the config a launch uses and shows.
+  anneal = ['--ail.discriminator_optimizer.schedule=linear',
+            '--ail.discriminator_optimizer.final_fraction=0',
+            '--mpo.policy_optimizer.schedule=cosine',
+            '--ail.schedule_horizon=0', '--mpo.schedule_horizon=0']
+  args = cli.make_parser().parse_args(
+      ['train-ail', '--config', 'configs/ail.py:tiny', '--demos', demos])
+  cfg, run_dir, _ = resolve.resolve_train_config(
+      args, anneal + [f'--runs_root={tmp_path}'], 'train-ail')
+  paid = horizons.expected_updates(cfg)
+  assert cfg.ail.schedule_horizon == round(paid['ail']) > 0
+  assert cfg.mpo.schedule_horizon == round(paid['mpo']) > 0
+  assert notes.schedule_note(cfg) is None
+  rc = cli.main(['train-ail', '--config', 'configs/ail.py:gail_bc_walker',
+                 '--demos', demos, '--show_config'])
+  out = capsys.readouterr().out
+  assert rc == 0
+  walker = resolve.load_named_config('configs/ail.py:gail_bc_walker')
+  assert walker.ail.schedule_horizon == 0
+  assert (f'--ail.schedule_horizon='
+          f'{round(horizons.expected_updates(walker)["ail"])}\n') in out
+  # A resume keeps the count its run was created with, even when it raises
+  # the budget (its schedule note says the anneal now ends a quarter of the
+  # way through the run).
+  os.makedirs(run_dir)
+  with open(os.path.join(run_dir, 'config.json'), 'w') as f:
+    json.dump(config_lib.to_dict(cfg), f)
+  resumed, _, _ = resolve.resolve_train_config(
+      cli.make_parser().parse_args(['train-ail', '--resume', run_dir]),
+      [f'--env_step_budget={4 * cfg.env_step_budget}'], 'train-ail')
+  assert resumed.ail.schedule_horizon == cfg.ail.schedule_horizon
+  assert resumed.mpo.schedule_horizon == cfg.mpo.schedule_horizon
+  note = notes.schedule_note(resumed)
+  assert ('reaches its final value at ail.schedule_horizon='
+          f'{cfg.ail.schedule_horizon} steps, 25%') in note, note

@@ -23,10 +23,11 @@ BAD = [
     ('target_update', 'sometimes', 'MPOConfig.target_update'),
     ('target_update_period', 0, 'MPOConfig.target_update_period'),
     ('target_update_period', 2**31, 'MPOConfig.target_update_period'),
-    ('schedule_horizon', 0, 'MPOConfig.schedule_horizon'),
+    ('schedule_horizon', -1, 'MPOConfig.schedule_horizon'),
+    ('schedule_horizon', 2.5, 'MPOConfig.schedule_horizon'),
     # Wider than the int32 the learner stores it in: would wrap negative.
     ('schedule_horizon', 3_000_000_000, r'MPOConfig.schedule_horizon.*'
-     r'\[1, 2147483647\]'),
+     r'\[0, 2147483647\].*0: the steps the budget pays for'),
     ('acting_policy', 'behaviour', 'MPOConfig.acting_policy'),
     ('target_polyak_tau', 0.0, 'MPOConfig.target_polyak_tau'),
     ('sgd_steps_per_call', 0, 'MPOConfig.sgd_steps_per_call'),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tandem.agents.core import checkpointing
+from tandem.agents.core.fields import ConfigError
 from tandem.agents.mpo import config
 from tandem.agents.mpo import duals as duals_lib
 from tandem.agents.mpo import learner
@@ -576,3 +577,10 @@ def test_the_one_reduction_guard_trains_as_the_per_leaf_guard(monkeypatch):
                   jax.tree_util.tree_leaves(old)):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
                                atol=1e-7)
+
+
+def test_a_learner_refuses_a_horizon_the_launch_has_not_set():
+  # 0 means "the steps the budget pays for", which only a launch knows.
+  with pytest.raises(ConfigError, match=r'MPOConfig.schedule_horizon.*'
+                     r'over_the_budget'):
+    learner.init(_cfg(schedule_horizon=0), DIMS, 0)

@@ -11,7 +11,7 @@ import pytest
 from tandem.agents.mpo.config import DualConfig
 from tandem.launch import cli
 from tandem.launch import config as config_lib
-from tandem.launch import notes
+from tandem.launch import horizons
 from tandem.launch import resolve
 from tests import REPO_ROOT, load_script
 
@@ -189,7 +189,7 @@ def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
   # launcher says make_run's limiter pays for at 100k env steps (the same
   # count its schedule note uses), and not at 50k.
   cosine = ds.expected_config(base, 'adam1_next_cosine', 0)
-  paid = notes.expected_updates(cosine)['mpo']
+  paid = horizons.expected_updates(cosine)['mpo']
   assert cosine.env_step_budget == 100_000
   assert abs(ds.COSINE_HORIZON - paid) <= ds.HORIZON_TOLERANCE * paid
   assert ds.COSINE_HORIZON != round(paid)  # so the tolerance is what passes
@@ -200,7 +200,7 @@ def test_a_pinned_horizon_runs_only_where_the_run_has_that_many_steps(
   assert ds.horizon_mismatch(base, 'adam1_next_cosine', 106_000) is not None
   assert ds.horizon_mismatch(base, 'adam1', 50_000) is None
   why = ds.horizon_mismatch(base, 'adam1_next_cosine', 50_000)
-  half = notes.expected_updates(dataclasses.replace(
+  half = horizons.expected_updates(dataclasses.replace(
       cosine, env_step_budget=50_000))['mpo']
   assert 'adam1_next_cosine' in why and '18750' in why, why
   assert f'{half:.0f}' in why and 'replay_min_size' in why, why
