@@ -46,21 +46,21 @@ def int_at_least(owner, field, value, low):
     fail(owner, field, f'an integer >= {low}', value)
 
 
-def step_count(owner, field, value, low=1):
-  """A count of learner (or discriminator) steps: an int32 in-graph."""
+def step_count(owner, field, value, low=1, zero=''):
+  """A count of learner (or discriminator) steps: an int32 in-graph. `zero`:
+  what 0 means, where low is 0 and 0 stands for something else."""
   if (not isinstance(value, int) or isinstance(value, bool) or
       not low <= value <= MAX_STEP_COUNT):
+    meaning = f'; 0: {zero}' if zero else ''
     fail(owner, field, f'an integer in [{low}, {MAX_STEP_COUNT}] (a step '
-          'count, int32 in the learner)', value)
+          f'count, int32 in the learner{meaning})', value)
 
 
 def schedule_horizon(owner, value):
   """A schedule's horizon in its group's steps, or 0 for the steps the run's
   budget pays for (launch/horizons.py sets that count at launch)."""
-  if (not isinstance(value, int) or isinstance(value, bool) or
-      not 0 <= value <= MAX_STEP_COUNT):
-    fail(owner, 'schedule_horizon', f'an integer in [0, {MAX_STEP_COUNT}] '
-         '(steps; 0: the steps the budget pays for)', value)
+  step_count(owner, 'schedule_horizon', value, low=0,
+             zero='the steps the budget pays for')
 
 
 def fixed_horizon(config) -> int:
