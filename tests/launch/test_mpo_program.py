@@ -6,7 +6,8 @@ from tandem.launch import config as config_lib
 from tandem.launch import mpo
 
 
-def test_cpu_only_groups_hide_accelerators_and_learner_does_not():
+def test_cpu_only_groups_hide_accelerators_and_learner_does_not(monkeypatch):
+  monkeypatch.delenv('XLA_FLAGS', raising=False)  # the launcher sets none
   res = mpo.local_resources('local_mp')
   for group in ('actor', 'evaluator', 'replay', 'counter', 'limiter'):
     assert res[group].env['CUDA_VISIBLE_DEVICES'] == ''
