@@ -65,16 +65,15 @@ _XLA_CACHE = _share_compilations()
 def _quicker_cpu_compiles():
   """XLA's CPU back end at LLVM optimisation level 1 (its default is 2)
   for this session and every process it starts. The tests build many small
-  learners and run few steps with each, so compiling is most of their time:
-  at level 1 a compile-bound pair of learner tests took 0.73x the wall clock
-  and the learning-signal tests, which run thousands of steps, 0.86x
-  (BENCHMARKS.md, The default test run). The level changes the machine code
-  LLVM emits, not the computation XLA builds: the same HLO, the same
-  fusions. Set the flag in XLA_FLAGS to choose another level."""
-  flag = '--xla_backend_optimization_level'
-  current = os.environ.get('XLA_FLAGS', '')
-  if flag not in current:
-    os.environ['XLA_FLAGS'] = f'{current} {flag}=1'.strip()
+  learners and run few steps with each, so compiling is most of their time;
+  level 1 made both the compile-bound and the training tests faster, level
+  0 made training about three times slower (BENCHMARKS.md, XLA's CPU
+  optimisation level). The level changes the machine code LLVM emits, not
+  the computation XLA builds: the same HLO, the same fusions. Set the flag
+  in XLA_FLAGS to choose another level."""
+  from tandem.agents.core import xla_flags
+  os.environ['XLA_FLAGS'] = xla_flags.with_flag(
+      os.environ.get('XLA_FLAGS', ''), '--xla_backend_optimization_level=1')
 
 
 _quicker_cpu_compiles()

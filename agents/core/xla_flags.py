@@ -23,13 +23,19 @@ GPU_COMMAND_BUFFERS = (f'{COMMAND_BUFFER_FLAG}='
                        'CONDITIONAL')
 
 
-def learner_flags(xla_flags: str) -> str:
-  """`xla_flags` (an XLA_FLAGS value) with the learner's command buffers
-  added, unless it already chooses command buffers (kept as set: the way to
-  time a step without them)."""
-  if COMMAND_BUFFER_FLAG in xla_flags:
+def with_flag(xla_flags: str, setting: str) -> str:
+  """`xla_flags` (an XLA_FLAGS value) with `setting` ('--name=value') added,
+  unless it already sets that flag (the caller's choice is kept)."""
+  if setting.partition('=')[0] in xla_flags:
     return xla_flags
-  return f'{xla_flags} {GPU_COMMAND_BUFFERS}'.strip()
+  return f'{xla_flags} {setting}'.strip()
+
+
+def learner_flags(xla_flags: str) -> str:
+  """`xla_flags` with the learner's command buffers added, unless it already
+  chooses command buffers (kept as set: the way to time a step without
+  them)."""
+  return with_flag(xla_flags, GPU_COMMAND_BUFFERS)
 
 
 def set_learner_flags() -> bool:
