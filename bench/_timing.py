@@ -213,11 +213,13 @@ def print_json(payload: dict) -> None:
   print(json.dumps(payload, sort_keys=False))
 
 
-def finish(payload: dict, **run_fields) -> int:
+def finish(payload: dict, core_ok: bool | None = None, **run_fields) -> int:
   """Ends a learner-side benchmark: adds the environment and `run_fields` to
   `payload`, prints it as the last line and returns the exit status, 1 if
-  the learner core pulled in a module an accelerator image lacks."""
-  ok = check_forbidden_modules()
+  the learner core pulled in a module an accelerator image lacks (checked
+  now, or `core_ok` where the caller checked before something else could
+  import them)."""
+  ok = check_forbidden_modules() if core_ok is None else core_ok
   payload.update(environment_json())
   payload.update(run_fields)
   if not ok:

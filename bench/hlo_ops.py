@@ -53,6 +53,8 @@ CALLED = re.compile(r'\b(?:body|to_apply|branch_computations|'
                     r'true_computation|false_computation)=\{?([^,}\s]+'
                     r'(?:,\s*[^,}\s]+)*)\}?')
 OP_NAME = re.compile(r'op_name="([^"]*)"')
+# '  ROOT %fusion.3 = f32[2]{0} fusion(...)' -> 'fusion.3'
+INSTRUCTION = re.compile(r'^\s+(?:ROOT\s+)?%?([^\s=]+)\s+=\s')
 
 
 def parse_module(text: str) -> dict:
@@ -149,7 +151,21 @@ def jaxpr_eqns(jaxpr) -> collections.Counter:
   return out
 
 
-def measure(task: str, estep_states: str, args) -> dict:
+def instruction_sources(text: str) -> dict:
+  """Optimised HLO text -> {instruction name: the JAX operation it came
+  from}, every computation's: how a profiled kernel, named after its HLO
+  instruction, is traced back to the JAX code."""
+  out = {}
+  for line in text.splitlines():
+    m = INSTRUCTION.match(line)
+    if m:
+      out[m.group(1)] = _source(line)
+  return out
+
+
+def setup(task: str, estep_states: str, args):
+  """(config, fresh state, K random batches) of the update for
+  bench/learner.py's shapes, as parsed by `parse_args`."""
   obs_dim, act_dim = _timing.TASK_SHAPES[task]
   policy_layers, critic_layers = _timing.layer_sizes(args)
   cfg = config_lib.replace(config_lib.MPOConfig(), {
@@ -162,6 +178,11 @@ def measure(task: str, estep_states: str, args) -> dict:
   batches = _timing.random_batches(learner.Batch, args.steps_per_call,
                                    cfg.batch_size, obs_dim, act_dim,
                                    seed=args.seed)
+  return cfg, state, batches
+
+
+def measure(task: str, estep_states: str, args) -> dict:
+  cfg, state, batches = setup(task, estep_states, args)
   text = learner.make_update(cfg).lower(state, batches).compile().as_text()
   comps = parse_module(text)
   hlo = count_ops(comps, loop_body(comps))

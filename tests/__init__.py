@@ -19,6 +19,9 @@ def load_script(folder: str, name: str):
   spec = importlib.util.spec_from_file_location(
       name, os.path.join(where, f'{name}.py'))
   module = importlib.util.module_from_spec(spec)
+  # Registered before it runs, as an import would: dataclasses look their
+  # module up by name.
+  sys.modules[name] = module
   spec.loader.exec_module(module)
   return module
 
