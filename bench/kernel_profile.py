@@ -23,16 +23,23 @@ launch, share of the busy time, and the JAX operation each came from: the
 `op_name` of its HLO instruction in the compiled module, as in
 bench/hlo_ops.py) and the time by JAX operation.
 
-XLA runs a traced step without command buffers (CUDA graphs), so that each
-kernel shows: the wall time here is a step's without them, and
-bench/learner.py times the step as the learner node runs it. On the CPU
+The step is traced without command buffers (CUDA graphs): the script sets
+XLA_FLAGS' `--xla_gpu_enable_command_buffer=` (empty) unless the caller's
+XLA_FLAGS chooses command buffers. Inside a graph a kernel's event carries
+the graph's annotation, not its own instruction's, and XLA's own rule of
+tracing without graphs does not reach the CUDA plugin of a pip-installed
+jax. So the wall time here is a step's launched kernel by kernel, and
+bench/learner.py times the step as the learner node runs it;
+`graph_kernel_fraction` says how many traced kernels ran inside a graph
+(0 where the flag took). On the CPU
 the profiler records no kernels: the script says which processes and lines
 the trace holds and prints nulls. Imports only jax, optax, numpy and
 agents.mpo, like bench/learner.py. The last line printed is one JSON object:
   {"profile.kernels_per_step.<estep>.<task>": ...,
    "profile.busy_us_per_step.<estep>.<task>": ...,
    "profile.wall_us_per_step.<estep>.<task>": ...,
-   "profile.busy_fraction.<estep>.<task>": ..., ..., "device": ...}
+   "profile.busy_fraction.<estep>.<task>": ...,
+   "profile.graph_kernel_fraction.<estep>.<task>": ..., ..., "device": ...}
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -53,20 +61,29 @@ import hlo_ops
 
 import jax
 
+from tandem.agents.core import xla_flags
 from tandem.agents.mpo import learner
 
 # Kernels run on the lines of a device process: CUDA streams on a GPU
-# ('Stream #13(Kernel,Memset)'), 'XLA Ops' on a TPU.
+# ('Stream #13(Kernel,Memset)'); a TPU's trace has an 'XLA Ops' line
+# instead (a GPU's, converted by jax, has none).
 STREAM_PREFIX = 'Stream'
 OPS_LINE = 'XLA Ops'
 DEVICE_PREFIX = '/device:'
+# Command buffers off: each kernel launched, and traced, on its own.
+NO_COMMAND_BUFFERS = f'{xla_flags.COMMAND_BUFFER_FLAG}='
+# What a kernel name keeps of its instruction's: letters, digits, '_', '$'
+# (XLA's sanitising turns the rest, '.' and '-' included, into '_').
+UNSAFE = re.compile(r'[^A-Za-z0-9_$]')
 
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
-  name: str      # the HLO instruction it ran, where the trace says so
+  name: str          # the event's: the kernel's name
+  hlo_op: str        # the instruction its annotation names ('' if none)
   start_us: float
   duration_us: float
+  in_graph: bool     # launched inside a CUDA graph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +91,7 @@ class Summary:
   kernels_per_step: float
   busy_us_per_step: float
   wall_us_per_step: float
+  graph_kernel_fraction: float  # of the kernels, those inside a CUDA graph
   top: list       # [(name, source, launches/step, µs/launch, share of busy)]
   by_source: list  # [(source, launches/step, µs/step, share of busy)]
 
@@ -119,15 +137,15 @@ def kernel_lines(named: dict) -> list:
 
 
 def kernels(trace: dict, where: list) -> list:
-  """Complete events ('X') on the lines `where`, each named by the HLO
-  instruction it ran (its 'hlo_op' argument) where the trace has one, else
-  by the event's own name."""
+  """Complete events ('X') on the lines `where`."""
   where = set(where)
   out = []
   for e in trace.get('traceEvents', []):
     if e.get('ph') == 'X' and (e.get('pid'), e.get('tid')) in where:
-      name = (e.get('args') or {}).get('hlo_op') or e.get('name', '?')
-      out.append(Kernel(name, float(e['ts']), float(e.get('dur', 0.0))))
+      args = e.get('args') or {}
+      out.append(Kernel(e.get('name', '?'), args.get('hlo_op', ''),
+                        float(e['ts']), float(e.get('dur', 0.0)),
+                        'cuda_graph_id' in args))
   return out
 
 
@@ -143,13 +161,31 @@ def busy_us(ks: list) -> float:
   return total
 
 
+def instruction_of(k: Kernel, sources: dict) -> str:
+  """The name a kernel is listed under: the instruction its annotation
+  names where that is one of the module's (`sources`), else the kernel's
+  own name (a library kernel's, say, or a graph's annotation)."""
+  return k.hlo_op if k.hlo_op in sources else k.name
+
+
 def source_lookup(sources: dict):
   """name -> the JAX operation of a kernel: its instruction's in `sources`
-  (hlo_ops.instruction_sources), the name also tried with '_' for '.', as
-  a kernel may be named ('fusion_12' for 'fusion.12'); '(unknown)' else."""
-  underscored = {k.replace('.', '_'): v for k, v in sources.items()}
-  return lambda name: sources.get(name) or underscored.get(
-      name.replace('.', '_'), '(unknown)')
+  (hlo_ops.instruction_sources), else the instruction whose sanitised name
+  the kernel carries ('loop_add_fusion_3' for 'loop_add_fusion.3', a
+  uniquing suffix '_N' allowed: best effort, as identical fusions share
+  one kernel under the first one's name); '(unknown)' else."""
+  sanitised = {UNSAFE.sub('_', k): v for k, v in sources.items()}
+
+  def find(name: str) -> str:
+    if name in sources:
+      return sources[name]
+    key = UNSAFE.sub('_', name)
+    if key in sanitised:
+      return sanitised[key]
+    base = re.sub(r'_\d+$', '', key)
+    return sanitised.get(base, '(unknown)')
+
+  return find
 
 
 def summarise(ks: list, steps: int, wall_us: float, sources: dict,
@@ -160,7 +196,7 @@ def summarise(ks: list, steps: int, wall_us: float, sources: dict,
   source_of = source_lookup(sources)
   by_name = collections.defaultdict(list)
   for k in ks:
-    by_name[k.name].append(k.duration_us)
+    by_name[instruction_of(k, sources)].append(k.duration_us)
   named = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
   rows = [(name, source_of(name), len(d) / steps,
            sum(d) / len(d), sum(d) / busy if busy else 0.0)
@@ -175,8 +211,9 @@ def summarise(ks: list, steps: int, wall_us: float, sources: dict,
        for s, (n, t) in by_source.items()), key=lambda r: -r[2])
   return Summary(kernels_per_step=len(ks) / steps,
                  busy_us_per_step=busy / steps,
-                 wall_us_per_step=wall_us / steps, top=rows,
-                 by_source=sources_rows[:top])
+                 wall_us_per_step=wall_us / steps,
+                 graph_kernel_fraction=sum(k.in_graph for k in ks) / len(ks),
+                 top=rows, by_source=sources_rows[:top])
 
 
 def profile(task: str, estep_states: str, args, trace_dir: str,
@@ -228,6 +265,10 @@ def _print_summary(title: str, s: Summary) -> None:
   print(f'\n{title}: {s.kernels_per_step:.1f} kernels per SGD step, busy '
         f'{s.busy_us_per_step:.1f} of {s.wall_us_per_step:.1f} µs '
         f'({100 * s.busy_fraction:.0f}%)')
+  if s.graph_kernel_fraction:
+    print(f'  {100 * s.graph_kernel_fraction:.0f}% of the kernels ran inside '
+          'CUDA graphs: those are listed under the graph, not their own '
+          'instruction (XLA_FLAGS chose command buffers)')
   print(f'  {"kernel":<40}{"JAX op":<24}{"per step":>9}{"µs each":>9}'
         f'{"busy %":>8}')
   for name, source, per_step, each, share in s.top:
@@ -266,7 +307,8 @@ def main(argv=None) -> int:
                                      check=core_ok is None)
         core_ok = core_ok if ok is None else ok
         fields = ('kernels_per_step', 'busy_us_per_step',
-                  'wall_us_per_step', 'busy_fraction')
+                  'wall_us_per_step', 'busy_fraction',
+                  'graph_kernel_fraction')
         if summary is None:
           print(f'\n{task}, {estep}: the trace holds no device kernels '
                 f'(lines: {sorted(set(named.values()))[:12]})')
@@ -286,5 +328,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  _timing.use_learner_flags()
+  # Before jax starts a backend, which reads XLA_FLAGS once.
+  os.environ['XLA_FLAGS'] = xla_flags.with_flag(
+      os.environ.get('XLA_FLAGS', ''), NO_COMMAND_BUFFERS)
   sys.exit(main())

@@ -22,18 +22,21 @@ def _meta(pid, name, tid=None):
           'args': {'name': name}}
 
 
-def _x(pid, tid, ts, dur, name, hlo_op=None):
+def _x(pid, tid, ts, dur, name, hlo_op=None, graph=False):
   e = {'ph': 'X', 'pid': pid, 'tid': tid, 'ts': ts, 'dur': dur,
-       'name': name}
+       'name': name, 'args': {'correlation_id': '7'}}
   if hlo_op:
-    e['args'] = {'hlo_op': hlo_op, 'correlation_id': 7}
+    e['args']['hlo_op'] = hlo_op
+  if graph:
+    e['args']['cuda_graph_id'] = '3'
   return e
 
 
-# A host process with its own events, and a GPU with two streams and the
+# A host process with its own events, and a GPU with two streams and an
 # 'XLA Ops' line that repeats their kernels. Two steps' worth of kernels:
-# fusion.1 twice, a cuBLAS kernel named only by the stream event, and a
-# kernel (fusion_2) on the second stream overlapping fusion.1's first run.
+# fusion.1 twice (by its annotation), a cuBLAS kernel annotated with its
+# custom call, a kernel named after its instruction but not annotated
+# (fusion_2, on the second stream, overlapping fusion.1's first run).
 TRACE = {'traceEvents': [
     _meta(1, '/host:CPU'), _meta(1, 'python', tid=10),
     _meta(2, '/device:GPU:0'), _meta(2, 'Stream #13(Kernel)', tid=20),
@@ -56,8 +59,9 @@ def test_the_device_streams_hold_the_kernels_not_the_host_or_ops_line():
   assert named[(2, 22)] == ('/device:GPU:0', 'XLA Ops')
   assert prof.kernel_lines(named) == [(2, 20), (2, 21)]
   ks = prof.kernels(TRACE, prof.kernel_lines(named))
-  assert [k.name for k in ks] == ['fusion.1', 'fusion_2', 'custom-call.3',
-                                  'fusion.1']
+  assert [prof.instruction_of(k, SOURCES) for k in ks] == [
+      'fusion.1', 'fusion_2', 'custom-call.3', 'fusion.1']
+  assert not any(k.in_graph for k in ks)
   # Without streams (a TPU's trace), the ops line.
   tpu = {'traceEvents': [_meta(3, '/device:TPU:0'),
                          _meta(3, 'XLA Ops', tid=1),
@@ -82,7 +86,27 @@ def test_per_step_figures_merge_overlaps_and_trace_names_to_jax_ops():
   assert s.top[0][4] == pytest.approx(8.0 / 12.0)
   assert [r[0] for r in s.by_source] == ['select_n', 'reduce_sum']
   assert s.by_source[0][1:3] == (1.0, 4.0)
-  assert prof.source_lookup(SOURCES)('fusion.9') == '(unknown)'
+  find = prof.source_lookup(SOURCES)
+  assert find('fusion.9') == '(unknown)'
+  # A kernel named from its instruction by XLA's sanitising, with a
+  # uniquing suffix; '-' sanitised too.
+  assert find('fusion_2_1') == 'reduce_sum'
+  assert find('custom_call_3') == 'dot_general'
+  assert s.graph_kernel_fraction == 0.0
+
+
+def test_kernels_inside_a_cuda_graph_are_counted_and_listed_by_name():
+  # Inside a graph a kernel's annotation is the command buffer's, not an
+  # instruction of the module: listed under the kernel's own name.
+  trace = {'traceEvents': [
+      _meta(2, '/device:GPU:0'), _meta(2, 'Stream #13(Kernel)', tid=20),
+      _x(2, 20, 0.0, 2.0, 'loop_select_fusion_1', hlo_op='command_buffer',
+         graph=True),
+      _x(2, 20, 5.0, 2.0, 'fusion_2')]}
+  ks = prof.kernels(trace, prof.kernel_lines(prof.lines(trace)))
+  s = prof.summarise(ks, steps=1, wall_us=10.0, sources=SOURCES, top=5)
+  assert s.graph_kernel_fraction == 0.5
+  assert sorted(r[0] for r in s.top) == ['fusion_2', 'loop_select_fusion_1']
 
 
 def test_the_script_on_the_cpu_says_its_trace_holds_no_kernels(tmp_path):
@@ -96,6 +120,8 @@ def test_the_script_on_the_cpu_says_its_trace_holds_no_kernels(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   payload = json.loads(proc.stdout.strip().splitlines()[-1])
   assert payload['backend'] == 'cpu' and 'error' not in payload
+  # Traced without command buffers, unless the caller chose them.
+  assert payload['xla_flags'].endswith('--xla_gpu_enable_command_buffer=')
   for estep in ('current', 'next'):
     assert payload[f'profile.kernels_per_step.{estep}.cartpole_swingup'] is None
   # The trace was written where asked and read: its host lines are named.
