@@ -18,7 +18,8 @@ flag is read and ignored: the two must agree exactly. Imports only jax,
 optax, numpy and agents.mpo. The last line printed is one JSON object:
   {"flags_equivalence.max_abs_diff.<estep>.<task>": ...,
    "flags_equivalence.bitwise_equal.<estep>.<task>": ...,
-   "flags_equivalence.equivalent": ..., "device": ..., "xla_flags": [...]}
+   "flags_equivalence.equivalent": ..., "compared_xla_flags": [...], ...,
+   "device": ...}
 """
 
 from __future__ import annotations

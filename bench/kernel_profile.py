@@ -31,9 +31,8 @@ tracing without graphs does not reach the CUDA plugin of a pip-installed
 jax. So the wall time here is a step's launched kernel by kernel, and
 bench/learner.py times the step as the learner node runs it;
 `graph_kernel_fraction` says how many traced kernels ran inside a graph
-(0 where the flag took). On the CPU
-the profiler records no kernels: the script says which processes and lines
-the trace holds and prints nulls. Imports only jax, optax, numpy and
+(0 where the flag took). On the CPU the profiler records no kernels: the
+script says which processes and lines the trace holds and prints nulls. Imports only jax, optax, numpy and
 agents.mpo, like bench/learner.py. The last line printed is one JSON object:
   {"profile.kernels_per_step.<estep>.<task>": ...,
    "profile.busy_us_per_step.<estep>.<task>": ...,
@@ -75,6 +74,9 @@ NO_COMMAND_BUFFERS = f'{xla_flags.COMMAND_BUFFER_FLAG}='
 # What a kernel name keeps of its instruction's: letters, digits, '_', '$'
 # (XLA's sanitising turns the rest, '.' and '-' included, into '_').
 UNSAFE = re.compile(r'[^A-Za-z0-9_$]')
+# The per-step figures of the JSON line, Summary's names.
+FIELDS = ('kernels_per_step', 'busy_us_per_step', 'wall_us_per_step',
+          'busy_fraction', 'graph_kernel_fraction')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,17 +308,14 @@ def main(argv=None) -> int:
         summary, named, ok = profile(task, estep, args, where,
                                      check=core_ok is None)
         core_ok = core_ok if ok is None else ok
-        fields = ('kernels_per_step', 'busy_us_per_step',
-                  'wall_us_per_step', 'busy_fraction',
-                  'graph_kernel_fraction')
         if summary is None:
           print(f'\n{task}, {estep}: the trace holds no device kernels '
                 f'(lines: {sorted(set(named.values()))[:12]})')
-          for f in fields:
+          for f in FIELDS:
             payload[f'profile.{f}.{estep}.{task}'] = None
           continue
         _print_summary(f'{task}, {estep}', summary)
-        for f in fields:
+        for f in FIELDS:
           payload[f'profile.{f}.{estep}.{task}'] = round(
               getattr(summary, f), 3)
   print()
