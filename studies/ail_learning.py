@@ -8,7 +8,8 @@ climbs towards the expert's.
         [--records_dir DIR] [--png PNG] [--config NAME ...]
         [--set FIELD=VALUE ...] [--dry_run]
     python studies/ail_learning.py summary [--runs_root runs/ail_learning]
-        [--kinds gail,airl] [--demos FILE.npz] [--records_dir DIR] [--png PNG]
+        [--kinds gail,airl] [--seeds 0,1,2] [--demos FILE.npz]
+        [--records_dir DIR] [--also_records DIR ...] [--png PNG]
 
 `run` trains the cells one at a time (`tandem train-ail`, from the repo
 root), each kind from configs/ail.py's <kind>_cartpole or the --config of
@@ -32,7 +33,10 @@ each run held (ended within 5% of its peak) it gives how likely that would
 be for a policy as steady as the expert, from the demonstrations' episode
 returns: the evaluations' noise alone; and the lowest evaluation over the
 last 20% of the budget, since a final can hold after a dip. Ends with one
-JSON line.
+JSON line. `--seeds` keeps those seeds only; `--also_records` adds the
+cells recorded in other folders (read only), so that seeds run as separate
+variants with the same settings are summarised together; a cell found in
+two places is refused, naming both.
 """
 
 from __future__ import annotations
@@ -255,14 +259,37 @@ def _held_if_steady(out: dict, curve: list, config: dict, returns):
   return round(held_by_chance(returns, evaluations, *episodes), 3)
 
 
+def _read_record(path: str, kind: str, seed: int):
+  """The record's parts, or the RecordError saying why it cannot be read."""
+  try:
+    return STUDY.read_record(path, kind, seed)
+  except harness.RecordError as e:
+    return e
+
+
 def read_cells(runs_root: str, kinds, expert: float, records_dir=None,
-               returns=None) -> dict:
+               returns=None, seeds=None, also_records=()) -> dict:
   """{kind: [figures, ...] by seed}: each seed's finished run directory
   (recorded into records_dir on the way), else its record, else its
-  unfinished run directory. An unreadable record is left out, with a
-  warning naming it."""
+  unfinished run directory; then the cells recorded under each of
+  also_records (read only). Only `seeds` where given. An unreadable record
+  is left out, with a warning naming it; a cell found in two places is a
+  harness.Refusal naming both."""
+  found = STUDY.collect(runs_root, records_dir, kinds, seeds)
+  for extra in also_records:
+    found += [harness.Found(kind, seed, path, _read_record(path, kind, seed),
+                            True)
+              for kind, seed, path in harness.find_records(extra, kinds,
+                                                           seeds)]
   out = {k: [] for k in kinds}
-  for f in STUDY.collect(runs_root, records_dir, kinds):
+  seen = {}
+  for f in found:
+    if (f.variant, f.seed) in seen:
+      raise harness.Refusal(
+          f'ail_learning: {f.variant} seed {f.seed} is both '
+          f'{seen[f.variant, f.seed]} and {f.source}; give --seeds or one '
+          'folder fewer')
+    seen[f.variant, f.seed] = f.source
     if isinstance(f.parts, harness.RecordError):
       print(f'ail_learning: {f.parts}; not counted (restore it with git '
             'checkout, or delete it)', file=sys.stderr)
@@ -273,6 +300,8 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None,
                    f.parts['final'], expert, f.parts.get('config'), returns)
     cell['recorded'] = f.recorded
     out[f.variant].append(cell)
+  for runs in out.values():
+    runs.sort(key=lambda r: r['seed'])
   return out
 
 
@@ -460,16 +489,18 @@ def write_png(path: str, kinds, runs_by_kind, expert: float) -> None:
 
 
 def summarise(runs_root: str, kinds, demos: str, png=None,
-              records_dir=None) -> dict:
-  """Reads the cells, prints the tables and the JSON line (returned), and
-  writes the PNG where asked."""
+              records_dir=None, seeds=None, also_records=()) -> dict:
+  """Reads the cells (read_cells), prints the tables and the JSON line
+  (returned), and writes the PNG where asked."""
   returns, source = expert_returns(demos)
   expert = (EXPERT_MEAN_FALLBACK if returns is None
             else float(returns.mean()))
-  runs_by_kind = read_cells(runs_root, kinds, expert, records_dir, returns)
+  runs_by_kind = read_cells(runs_root, kinds, expert, records_dir, returns,
+                            seeds, also_records)
   stats = {k: kind_stats(runs_by_kind[k]) for k in kinds}
   print(f'runs under {runs_root}'
         + (f' and records in {records_dir}' if records_dir else '')
+        + ''.join(f' and {d}' for d in also_records)
         + f'; expert mean return {expert:.2f} ({source})')
   print_tables(kinds, runs_by_kind, stats, expert)
   print('\n### As `tandem compare --reference` puts them (finished runs)\n')
@@ -570,6 +601,13 @@ def main(argv=None) -> int:
                  '--runs_root')
   s = sub.add_parser('summary', help='summarise the runs found')
   s.add_argument('--kinds', type=kinds, default=list(KINDS))
+  s.add_argument('--seeds', type=harness.parse_seeds, default=None,
+                 help='only these seeds, e.g. 0,1,2 (default: every seed '
+                 'found)')
+  s.add_argument('--also_records', action='append', default=[],
+                 metavar='DIR', help='another folder of records to add '
+                 '(read only; repeatable), e.g. the same settings\' other '
+                 'seeds')
   for q in (r, s):
     q.add_argument('--runs_root', default=DEFAULT_RUNS_ROOT,
                    help='default: runs/ail_learning in the repo')
@@ -597,8 +635,13 @@ def main(argv=None) -> int:
   with harness.paths_named('ail_learning'):
     if args.command == 'run':
       return run(args)
+    for extra in args.also_records:
+      if not os.path.isdir(extra):
+        raise harness.Refusal(
+            f'ail_learning: --also_records {extra}: no such folder')
     summarise(args.runs_root, args.kinds, args.demos, args.png,
-              args.records_dir)
+              args.records_dir, args.seeds,
+              [os.path.abspath(d) for d in args.also_records])
   return 0
 
 

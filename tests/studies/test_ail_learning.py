@@ -400,3 +400,38 @@ def test_a_panel_says_whether_its_runs_cloned_the_experts_actions(tmp_path):
   assert al.panel_title('gail', cells['gail'][:1]) == 'GAIL — walker:walk'
   assert al.panel_title('gail', cells['gail']) == (
       'GAIL, BC weight mixed — walker:walk')
+
+
+def test_records_of_other_folders_join_the_summary(tmp_path):
+  first, second = tmp_path / 'first', tmp_path / 'second'
+  _write_run(first, 'gail', 0, [50.0, 800.0])
+  _write_run(first, 'gail', 1, [50.0, 300.0])
+  _write_run(second, 'gail', 2, [50.0, 810.0])
+  al.summarise(str(second), ['gail'], DEMOS,
+               records_dir=str(tmp_path / 'rec_second'))
+  got = al.summarise(str(first), ['gail'], DEMOS, records_dir=None,
+                     also_records=[str(tmp_path / 'rec_second')])
+  assert sorted(got['runs']) == ['gail_s0', 'gail_s1', 'gail_s2']
+  assert got['gail.seeds'] == 3
+  assert got['gail.seeds_reaching_90pct'] == '2/3'
+  assert got['runs']['gail_s2']['final_return'] == 810.0
+  only = al.summarise(str(first), ['gail'], DEMOS, records_dir=None,
+                      seeds=[1, 2],
+                      also_records=[str(tmp_path / 'rec_second')])
+  assert sorted(only['runs']) == ['gail_s1', 'gail_s2']
+  assert only['gail.seeds_reaching_90pct'] == '1/2'
+
+
+def test_a_cell_found_in_two_places_is_refused_naming_both(tmp_path):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'gail', 0, [50.0, 800.0])
+  records = tmp_path / 'records'
+  al.summarise(str(runs), ['gail'], DEMOS, records_dir=str(records))
+  with pytest.raises(al.harness.Refusal, match='gail seed 0 is both') as e:
+    al.summarise(str(runs), ['gail'], DEMOS, records_dir=None,
+                 also_records=[str(records)])
+  assert str(runs / 'gail_s0') in str(e.value)
+  assert str(records / 'gail_s0.json') in str(e.value)
+  with pytest.raises(al.harness.Refusal, match='--also_records'):
+    al.main(['summary', '--runs_root', str(runs), '--records_dir', '',
+             '--also_records', str(tmp_path / 'missing')])
