@@ -105,6 +105,18 @@ def _sizes(text: str) -> tuple:
   return sizes
 
 
+def positive_int(text: str) -> int:
+  """An argparse type: an integer of at least 1 (a count of calls)."""
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(
+        f'expected an integer of at least 1, got {text!r}')
+  return value
+
+
 def add_learner_args(parser) -> None:
   """The learner's shape flags bench/learner.py and bench/learner_parts.py
   share: tasks, K, batch, samples, layers, critic layers, seed (defaults: the

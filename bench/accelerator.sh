@@ -40,7 +40,8 @@ mkdir -p "$DEST"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 # XLA's default command buffers, without the learner's WHILE and CONDITIONAL.
-BASELINE_FLAGS=--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN
+BASELINE_FLAGS=$("$PY" -c 'from agents.core import xla_flags
+print(xla_flags.DEFAULT_GPU_COMMAND_BUFFERS)') || exit 1
 suffix=
 [ $# -gt 0 ] && suffix=-variant
 status=0

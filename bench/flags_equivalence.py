@@ -41,8 +41,7 @@ from tandem.agents.mpo import learner
 
 # XLA's command buffers without the loop's while and conditionals: a GPU's
 # default (BENCHMARKS.md, The learner's XLA flags on a GPU).
-BASELINE = (f'{xla_flags.COMMAND_BUFFER_FLAG}='
-            'FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN')
+BASELINE = xla_flags.DEFAULT_GPU_COMMAND_BUFFERS
 # Float32 rounding, compounded over the steps compared.
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -87,7 +86,7 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   _timing.add_learner_args(p)
   p.set_defaults(tasks='walker_walk')
-  p.add_argument('--calls', type=int, default=5,
+  p.add_argument('--calls', type=_timing.positive_int, default=5,
                  help='calls of the update (K SGD steps each) compared')
   p.add_argument('--child', default=None, help=argparse.SUPPRESS)
   return p.parse_args(argv)
@@ -109,9 +108,6 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   tasks = _timing.parse_tasks(args.tasks)
   if tasks is None:
-    return 2
-  if args.calls < 1:
-    print(f'--calls: expected at least 1, got {args.calls}', file=sys.stderr)
     return 2
   if args.child:
     return _child(args, tasks)

@@ -44,3 +44,12 @@ def test_on_the_cpu_the_two_runs_agree_bit_for_bit():
     assert payload[f'flags_equivalence.bitwise_equal.{estep}.'
                    'cartpole_swingup'] is True
   assert payload['compared_xla_flags'][0].endswith('WHILE,CONDITIONAL')
+
+
+def test_a_count_of_calls_below_one_exits_2_naming_the_flag():
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, 'bench',
+                                    'flags_equivalence.py'), '--calls', '0'],
+      capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, check=False)
+  assert proc.returncode == 2, proc.stderr[-500:]
+  assert '--calls' in proc.stderr and 'at least 1' in proc.stderr
