@@ -32,8 +32,9 @@ jax. So the wall time here is a step's launched kernel by kernel, and
 bench/learner.py times the step as the learner node runs it;
 `graph_kernel_fraction` says how many traced kernels ran inside a graph
 (0 where the flag took). On the CPU the profiler records no kernels: the
-script says which processes and lines the trace holds and prints nulls. Imports only jax, optax, numpy and
-agents.mpo, like bench/learner.py. The last line printed is one JSON object:
+script says which processes and lines the trace holds and prints nulls.
+Imports only jax, optax, numpy and agents.mpo, like bench/learner.py. The
+last line printed is one JSON object:
   {"profile.kernels_per_step.<estep>.<task>": ...,
    "profile.busy_us_per_step.<estep>.<task>": ...,
    "profile.wall_us_per_step.<estep>.<task>": ...,

@@ -259,14 +259,6 @@ def _held_if_steady(out: dict, curve: list, config: dict, returns):
   return round(held_by_chance(returns, evaluations, *episodes), 3)
 
 
-def _read_record(path: str, kind: str, seed: int):
-  """The record's parts, or the RecordError saying why it cannot be read."""
-  try:
-    return STUDY.read_record(path, kind, seed)
-  except harness.RecordError as e:
-    return e
-
-
 def read_cells(runs_root: str, kinds, expert: float, records_dir=None,
                returns=None, seeds=None, also_records=()) -> dict:
   """{kind: [figures, ...] by seed}: each seed's finished run directory
@@ -277,10 +269,8 @@ def read_cells(runs_root: str, kinds, expert: float, records_dir=None,
   harness.Refusal naming both."""
   found = STUDY.collect(runs_root, records_dir, kinds, seeds)
   for extra in also_records:
-    found += [harness.Found(kind, seed, path, _read_record(path, kind, seed),
-                            True)
-              for kind, seed, path in harness.find_records(extra, kinds,
-                                                           seeds)]
+    found += [STUDY.found_record(*cell)
+              for cell in harness.find_records(extra, kinds, seeds)]
   out = {k: [] for k in kinds}
   seen = {}
   for f in found:

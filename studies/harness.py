@@ -517,12 +517,17 @@ class Study(NamedTuple):
         if parts['final'] is not None or path is None:
           out.append(Found(*key, run_dir, parts, False))
           continue
-      try:
-        parts = self.read_record(path, *key)
-      except RecordError as e:
-        parts = e
-      out.append(Found(*key, path, parts, True))
+      out.append(self.found_record(*key, path))
     return out
+
+  def found_record(self, variant: str, seed: int, path: str) -> Found:
+    """A recorded cell as found: its parts, or the RecordError saying why
+    they cannot be read."""
+    try:
+      parts = self.read_record(path, variant, seed)
+    except RecordError as e:
+      parts = e
+    return Found(variant, seed, path, parts, True)
 
 
 # ------------------------------------------------------------ the grid
