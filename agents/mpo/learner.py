@@ -269,9 +269,17 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
       dcfg, dual_state, terms.kl_mean, terms.kl_stddev, eps_mean, eps_stddev,
       lr(dcfg.alpha_optimizer))
 
-  # 6. Guard, then targets.
+  # 6. Guard, then targets. The test reads what this batch brings into the
+  # state (the losses, the gradients, the new duals), not the parameters the
+  # optimizers write from it: the state a step starts from is finite (from
+  # init, from accepted steps, and a resume refuses a checkpoint that is
+  # not), and from a finite state and finite, clipped gradients every network
+  # optimizer here writes finite parameters, short of float32's largest
+  # value. A test of the written parameters would make each leaf's select
+  # wait for a reduction over all of them; a test of the gradients leaves XLA
+  # free to fuse each select into its leaf's update.
   finite = trees.all_finite((aux['loss_critic'], aux['loss_policy'], g_policy,
-                        g_critic, dual_state.params, policy, critic))
+                             g_critic, dual_state.params))
   new = (policy, critic, dual_state, policy_opt, critic_opt)
   old = (state.policy, state.critic, state.duals, state.policy_opt,
          state.critic_opt)

@@ -579,6 +579,65 @@ def test_the_one_reduction_guard_trains_as_the_per_leaf_guard(monkeypatch):
                                atol=1e-7)
 
 
+def test_the_guard_on_the_optimizers_inputs_trains_as_on_their_outputs(
+    monkeypatch):
+  """Same parameters after N steps, one batch of them non-finite, with the
+  guard's test on what the optimizers read and with a test that also reads
+  the parameters they wrote (the guard's former scope)."""
+  from tandem.agents.core import trees
+  cfg = _cfg()
+  batches = [_batch(k=2, seed=s) for s in range(4)]
+  batches[1] = batches[1]._replace(
+      observation=batches[1].observation.at[0, 5, 1].set(jnp.nan))
+
+  def train():
+    state = learner.init(cfg, DIMS, 0)
+    update = learner.make_update(cfg)
+    for b in batches:
+      state, _ = update(state, b)
+    return state
+  new = train()
+  select = trees.select
+
+  def select_also_testing_the_written_parameters(pred, new, old):
+    # The guard's select is sgd_step's only one over the 5-tuple (policy,
+    # critic, duals, policy_opt, critic_opt); the targets' are over dicts.
+    if isinstance(new, tuple) and len(new) == 5:
+      pred = jnp.logical_and(pred, trees.all_finite(new[:2]))
+    return select(pred, new, old)
+  monkeypatch.setattr(trees, 'select',
+                      select_also_testing_the_written_parameters)
+  old = train()
+  assert int(new.skipped) == int(old.skipped) == 1
+  assert int(new.steps) == 8
+  # Not bit for bit: the two compile to different fusions.
+  for x, y in zip(jax.tree_util.tree_leaves(new),
+                  jax.tree_util.tree_leaves(old)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize('clip', config.GRAD_CLIP_MODES)
+@pytest.mark.parametrize('name', config.NETWORK_OPTIMIZERS)
+def test_huge_finite_gradients_write_finite_parameters(name, clip):
+  """What the guard's test of the gradients (not of the parameters written
+  from them) rests on: from a finite state, finite but huge gradients are
+  clipped, and every network optimizer writes a finite state from them."""
+  cfg = _cfg(**{'policy_optimizer.name': name, 'critic_optimizer.name': name,
+                'grad_clip_mode': clip})
+  state = learner.init(cfg, DIMS, 0)
+  before = _copy(state)
+  batch = _batch(k=1)._replace(reward=jnp.full((1, 16), 1e8, jnp.float32))
+  state, m = learner.make_update(cfg)(state, batch)
+  assert bool(m['finite'])
+  assert float(m['grad_norm_critic']) > 1e6 * cfg.max_grad_norm
+  for leaf in jax.tree_util.tree_leaves(state):
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+      assert bool(jnp.all(jnp.isfinite(leaf)))
+  assert not np.array_equal(np.asarray(state.critic['head']['w']),
+                            np.asarray(before.critic['head']['w']))
+
+
 def test_a_learner_refuses_a_horizon_the_launch_has_not_set():
   # 0 means "the steps the budget pays for", which only a launch knows.
   with pytest.raises(ConfigError, match=r'MPOConfig.schedule_horizon.*'
