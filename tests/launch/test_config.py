@@ -195,6 +195,9 @@ _WALKER = {'env': 'walker:walk', 'mpo.estep_states': 'next',
       'ail.discriminator_optimizer.final_fraction': '0',
       'ail.schedule_horizon': '7800'}, 10.0, 1.0),
     ('airl_walker', 'airl_cartpole', _WALKER, 10.0, 1.0),
+    ('airl_nobc_walker', 'airl_walker',
+     {'ail.bc_weight': '0', 'ail.bc_final_weight': '0',
+      'ail.reward': 'logit', 'mpo.policy_init_scale': '1.0'}, 10.0, 0.0),
 ])
 def test_a_named_imitation_config_is_its_measured_study_cell(
     name, base, overrides, penalty, bc):
