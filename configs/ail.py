@@ -236,11 +236,11 @@ def airl_nobc_walker() -> AILTrainConfig:
   from; MPO's `epsilon_stddev` holds it near there for the whole run.
 
   At `airl_walker`'s 0.5 the expert's six-dimensional actions stayed
-  5.6-7.7 nats less likely under the policy than its own, that term of the logit
-  f - log π separated the batches, and no seed passed 80% of the expert in
-  500k env steps; at 1 the gap fell under 0.3 nats, f did the separating,
-  3 of 3 seeds passed 50% and 2 of 3 passed 90% (at 330k and 360k env
-  steps), about twice the env steps `airl_walker` takes with BC
+  5.6-7.7 nats less likely under the policy than its own, that term of the
+  logit f - log π separated the batches, and no seed passed 80% of the
+  expert in 500k env steps; at 1 the gap fell under 0.3 nats, f did the
+  separating, 3 of 3 seeds passed 50% and 2 of 3 passed 90% (at 330k and
+  360k env steps), about twice the env steps `airl_walker` takes with BC
   (BENCHMARKS.md, AIRL on walker:walk, without behaviour cloning: a wider
   policy)."""
   walker = airl_walker()

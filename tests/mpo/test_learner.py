@@ -583,7 +583,7 @@ def test_the_guard_on_the_optimizers_inputs_trains_as_on_their_outputs(
     monkeypatch):
   """Same parameters after N steps, one batch of them non-finite, with the
   guard's test on what the optimizers read and with a test that also reads
-  the parameters they wrote (the guard's former scope)."""
+  the parameters they wrote."""
   from tandem.agents.core import trees
   cfg = _cfg()
   batches = [_batch(k=2, seed=s) for s in range(4)]
