@@ -44,6 +44,23 @@ def _assert_trees_equal(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def _assert_trees_close(a, b, rtol, atol):
+  la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+  assert len(la) == len(lb)
+  for x, y in zip(la, lb):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol,
+                               atol=atol)
+
+
+def _train(cfg, batches):
+  """The state after one jitted update call per batch, from init."""
+  state = learner.init(cfg, DIMS, 0)
+  update = learner.make_update(cfg)
+  for b in batches:
+    state, _ = update(state, b)
+  return state
+
+
 @pytest.mark.parametrize('mode', ['before_update', 'after_update'])
 def test_weights_use_the_configured_temperature(mode):
   cfg = _cfg(**{'duals.temperature_for_weights': mode,
@@ -82,10 +99,7 @@ def test_k_steps_per_call_equal_k_single_calls():
         lambda x, i=i: x[i], batches))
     singles.append(m_i)
   assert int(s_multi.steps) == 3 and int(m['learner_steps']) == 3
-  for x, y in zip(jax.tree_util.tree_leaves(s_multi),
-                  jax.tree_util.tree_leaves(s_single)):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5,
-                               atol=1e-6)
+  _assert_trees_close(s_multi, s_single, rtol=2e-5, atol=1e-6)
   # Every step's metrics, as the loop hands them out (stacked by dtype
   # inside it): each name, dtype and value of the single steps'.
   assert set(every) == set(singles[0]) | {'skipped_in_call'}
@@ -389,10 +403,8 @@ def test_joint_and_per_network_are_identical_while_clipping_is_inactive():
   # Equal in exact arithmetic (both scales are 1); the two programs are
   # fused differently by XLA, so a last-bit difference is allowed. An
   # active clip changes the parameters by far more (below).
-  for x, y in zip(jax.tree_util.tree_leaves((a.policy, a.critic, a.duals)),
-                  jax.tree_util.tree_leaves((b.policy, b.critic, b.duals))):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
-                               atol=1e-9)
+  _assert_trees_close((a.policy, a.critic, a.duals),
+                      (b.policy, b.critic, b.duals), rtol=1e-6, atol=1e-9)
   clip = _cfg(grad_clip_mode='joint', max_grad_norm=1e-3)
   clipped, _ = learner.make_update(clip)(learner.init(clip, DIMS, 0), batches)
   head = lambda s: np.asarray(s.critic['head']['w'])
@@ -561,22 +573,12 @@ def test_the_one_reduction_guard_trains_as_the_per_leaf_guard(monkeypatch):
   batches = [_batch(k=2, seed=s) for s in range(4)]
   batches[2] = batches[2]._replace(
       reward=batches[2].reward.at[1, 3].set(jnp.inf))
-
-  def train():
-    state = learner.init(cfg, DIMS, 0)
-    update = learner.make_update(cfg)
-    for b in batches:
-      state, _ = update(state, b)
-    return state
-  new = train()
+  new = _train(cfg, batches)
   monkeypatch.setattr(trees, 'all_finite', per_leaf_all_finite)
-  old = train()
+  old = _train(cfg, batches)
   assert int(new.skipped) == int(old.skipped) == 1
   assert int(new.steps) == 8
-  for x, y in zip(jax.tree_util.tree_leaves(new),
-                  jax.tree_util.tree_leaves(old)):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
-                               atol=1e-7)
+  _assert_trees_close(new, old, rtol=1e-6, atol=1e-7)
 
 
 def test_the_guard_on_the_optimizers_inputs_trains_as_on_their_outputs(
@@ -589,14 +591,7 @@ def test_the_guard_on_the_optimizers_inputs_trains_as_on_their_outputs(
   batches = [_batch(k=2, seed=s) for s in range(4)]
   batches[1] = batches[1]._replace(
       observation=batches[1].observation.at[0, 5, 1].set(jnp.nan))
-
-  def train():
-    state = learner.init(cfg, DIMS, 0)
-    update = learner.make_update(cfg)
-    for b in batches:
-      state, _ = update(state, b)
-    return state
-  new = train()
+  new = _train(cfg, batches)
   select = trees.select
 
   def select_also_testing_the_written_parameters(pred, new, old):
@@ -607,14 +602,11 @@ def test_the_guard_on_the_optimizers_inputs_trains_as_on_their_outputs(
     return select(pred, new, old)
   monkeypatch.setattr(trees, 'select',
                       select_also_testing_the_written_parameters)
-  old = train()
+  old = _train(cfg, batches)
   assert int(new.skipped) == int(old.skipped) == 1
   assert int(new.steps) == 8
   # Not bit for bit: the two compile to different fusions.
-  for x, y in zip(jax.tree_util.tree_leaves(new),
-                  jax.tree_util.tree_leaves(old)):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6,
-                               atol=1e-7)
+  _assert_trees_close(new, old, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize('clip', config.GRAD_CLIP_MODES)
