@@ -28,6 +28,14 @@ def positive(owner, field, value):
           f'({FLOAT32_TINY:.3g} to {FLOAT32_MAX:.3g})', value)
 
 
+def positive_at_most(owner, field, value, high, why):
+  """A finite number > 0 that float32 holds, no larger than `high`; `why`:
+  what the upper bound protects, for the message."""
+  positive(owner, field, value)
+  if value > high:
+    fail(owner, field, f'a number > 0 and <= {high:g} ({why})', value)
+
+
 def non_negative(owner, field, value):
   if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
       math.isfinite(value) and (value == 0 or

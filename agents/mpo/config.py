@@ -27,6 +27,19 @@ GRAD_CLIP_MODES = ('per_network', 'joint')
 ACTING_POLICIES = ('online', 'target')
 CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 
+# Upper bounds on learning rates and on max_grad_norm. The learner's
+# non-finite guard tests what a batch brings in (losses, gradients, new
+# duals), not the network state the optimizers write (agents/mpo/learner.py,
+# step 6). From a finite state, one step moves an SGD parameter by at most
+# learning_rate · max_grad_norm and an adaptive optimizer's by a small
+# multiple of learning_rate: at these bounds at most 1e15, far below
+# float32's largest value (3.4e38). Rates in use are 1 or less and clip
+# bounds in the tens.
+MAX_LEARNING_RATE = 1e3
+MAX_GRAD_NORM = 1e12
+_BOUND_REASON = ('bounded so that an accepted step cannot write a '
+                 'non-finite state')
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
@@ -48,7 +61,8 @@ class OptimizerConfig:
 
   def __post_init__(self):
     fields.one_of(self.owner, 'name', self.name, self.choices)
-    fields.positive(self.owner, 'learning_rate', self.learning_rate)
+    fields.positive_at_most(self.owner, 'learning_rate', self.learning_rate,
+                            MAX_LEARNING_RATE, _BOUND_REASON)
     fields.one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
     fields.unit_interval(self.owner, 'final_fraction', self.final_fraction,
                    open_low=False)
@@ -278,9 +292,10 @@ class MPOConfig:
     for f in ('policy_layers', 'critic_layers'):
       object.__setattr__(self, f, fields.layers(o, f, getattr(self, f)))
     for f in ('policy_init_scale', 'policy_min_scale', 'epsilon',
-              'epsilon_mean', 'epsilon_stddev', 'epsilon_penalty',
-              'max_grad_norm'):
+              'epsilon_mean', 'epsilon_stddev', 'epsilon_penalty'):
       fields.positive(o, f, getattr(self, f))
+    fields.positive_at_most(o, 'max_grad_norm', self.max_grad_norm,
+                            MAX_GRAD_NORM, _BOUND_REASON)
     fields.int_at_least(o, 'num_samples', self.num_samples, 2)
     fields.one_of(o, 'estep_states', self.estep_states, ESTEP_STATES)
     fields.one_of(o, 'acting_policy', self.acting_policy, ACTING_POLICIES)

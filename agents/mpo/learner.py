@@ -274,10 +274,12 @@ def sgd_step(cfg: MPOConfig, state: LearnerState, batch: Batch,
   # optimizers write from it: the state a step starts from is finite (from
   # init, from accepted steps, and a resume refuses a checkpoint that is
   # not), and from a finite state and finite, clipped gradients every network
-  # optimizer here writes finite parameters, short of float32's largest
-  # value. A test of the written parameters would make each leaf's select
-  # wait for a reduction over all of them; a test of the gradients leaves XLA
-  # free to fuse each select into its leaf's update.
+  # optimizer here writes finite parameters: the config's bounds on learning
+  # rates and max_grad_norm (config.MAX_LEARNING_RATE, MAX_GRAD_NORM) keep one
+  # step far below float32's largest value. A test of the written parameters
+  # would make each leaf's select wait for a reduction over all of them; a
+  # test of the gradients leaves XLA free to fuse each select into its leaf's
+  # update.
   finite = trees.all_finite((aux['loss_critic'], aux['loss_policy'], g_policy,
                              g_critic, dual_state.params))
   new = (policy, critic, dual_state, policy_opt, critic_opt)

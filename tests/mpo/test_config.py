@@ -58,6 +58,15 @@ BAD = [
     ('duals.init_temperature', 1e39, 'DualConfig.init_temperature'),
     ('policy_optimizer.learning_rate', 1e39,
      'MPOConfig.policy_optimizer.learning_rate'),
+    # Within float32, but a step that large can write an infinite state the
+    # learner's guard (which tests gradients, not written parameters) lets in.
+    ('policy_optimizer.learning_rate', 1e37,
+     r'MPOConfig.policy_optimizer.learning_rate: expected a number > 0 and '
+     r'<= 1000 \(bounded so that an accepted step cannot write'),
+    ('duals.alpha_optimizer.learning_rate', 1001.0,
+     'DualConfig.alpha_optimizer.learning_rate'),
+    ('max_grad_norm', 1e13, r'MPOConfig.max_grad_norm: expected a number > 0 '
+     r'and <= 1e\+12'),
     ('duals.temperature_optimizer.name', 'lion',
      'DualConfig.temperature_optimizer.name'),
     ('duals.alpha_optimizer.name', 'nadam', 'DualConfig.alpha_optimizer.name'),
@@ -87,6 +96,15 @@ BAD = [
 def test_bad_values_are_rejected_naming_the_field(path, value, message):
   with pytest.raises(config.ConfigError, match=message):
     config.replace(config.MPOConfig(), {path: value})
+
+
+def test_the_largest_learning_rate_and_clip_bound_are_accepted():
+  cfg = config.replace(config.MPOConfig(), {
+      'policy_optimizer.learning_rate': config.MAX_LEARNING_RATE,
+      'duals.temperature_optimizer.learning_rate': config.MAX_LEARNING_RATE,
+      'max_grad_norm': config.MAX_GRAD_NORM})
+  assert cfg.policy_optimizer.learning_rate == 1e3
+  assert cfg.max_grad_norm == 1e12
 
 
 def test_error_says_what_was_expected():

@@ -630,6 +630,37 @@ def test_huge_finite_gradients_write_finite_parameters(name, clip):
                             np.asarray(before.critic['head']['w']))
 
 
+def _distance(a, b):
+  """The global L2 norm of a - b over two trees of the same structure."""
+  return float(jnp.sqrt(sum(jnp.sum(jnp.square(x - y)) for x, y in zip(
+      jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))))
+
+
+@pytest.mark.parametrize('clip', config.GRAD_CLIP_MODES)
+def test_a_step_at_the_largest_rate_and_clip_bound_moves_at_most_their_product(
+    clip):
+  """The bounds MPOConfig accepts (MAX_LEARNING_RATE, MAX_GRAD_NORM) are what
+  keep an accepted step finite: gradients larger than the clip bound move
+  each SGD network by at most learning_rate · max_grad_norm, and the state
+  written stays finite."""
+  lr, bound = config.MAX_LEARNING_RATE, config.MAX_GRAD_NORM
+  cfg = _cfg(**{'policy_optimizer.name': 'sgd', 'critic_optimizer.name': 'sgd',
+                'policy_optimizer.learning_rate': lr,
+                'critic_optimizer.learning_rate': lr,
+                'max_grad_norm': bound, 'grad_clip_mode': clip})
+  state = learner.init(cfg, DIMS, 0)
+  before = _copy(state)
+  batch = _batch(k=1)._replace(reward=jnp.full((1, 16), 1e14, jnp.float32))
+  state, m = learner.make_update(cfg)(state, batch)
+  assert bool(m['finite']) and int(state.skipped) == 0
+  assert float(m['grad_norm_critic']) > 10 * bound
+  moved = _distance(state.critic, before.critic)
+  assert 0.5 * lr * bound < moved <= 1.0001 * lr * bound
+  for leaf in jax.tree_util.tree_leaves(state):
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+      assert bool(jnp.all(jnp.isfinite(leaf)))
+
+
 def test_a_learner_refuses_a_horizon_the_launch_has_not_set():
   # 0 means "the steps the budget pays for", which only a launch knows.
   with pytest.raises(ConfigError, match=r'MPOConfig.schedule_horizon.*'
