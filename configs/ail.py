@@ -243,7 +243,9 @@ def airl_nobc_walker() -> AILTrainConfig:
   360k env steps), about twice the env steps `airl_walker` takes with BC
   (BENCHMARKS.md, AIRL on walker:walk, without behaviour cloning: a wider
   policy). Over 700k env steps every seed passed 90% by 510k; one fell late
-  in its mean action while its samples held (same section, to 700k)."""
+  in its mean action while its samples held (BENCHMARKS.md, AIRL on
+  walker:walk, without behaviour cloning: the wider policy to 700k env
+  steps)."""
   walker = airl_walker()
   return dataclasses.replace(
       walker, name='airl_nobc_walker',

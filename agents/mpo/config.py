@@ -30,11 +30,14 @@ CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 # Upper bounds on learning rates and on max_grad_norm. The learner's
 # non-finite guard tests what a batch brings in (losses, gradients, new
 # duals), not the network state the optimizers write (agents/mpo/learner.py,
-# step 6). From a finite state, one step moves an SGD parameter by at most
-# learning_rate · max_grad_norm and an adaptive optimizer's by a small
-# multiple of learning_rate: at these bounds at most 1e15, far below
-# float32's largest value (3.4e38). Rates in use are 1 or less and clip
-# bounds in the tens.
+# step 6). From a state they wrote themselves, one step of the network
+# optimizers (NETWORK_OPTIMIZERS) moves an SGD parameter by at most
+# learning_rate · max_grad_norm and an adam, adamw or rmsprop parameter by a
+# small multiple of learning_rate (at most about 7×): at these bounds at most
+# 1e15, far below float32's largest value (3.4e38). The dual and
+# discriminator optimizers' rates take the same bound for one rule: their
+# gradients are not clipped, and their guards test the values they write.
+# Rates in use are 1 or less and clip bounds in the tens.
 MAX_LEARNING_RATE = 1e3
 MAX_GRAD_NORM = 1e12
 _BOUND_REASON = ('bounded so that an accepted step cannot write a '

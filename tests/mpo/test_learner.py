@@ -641,7 +641,7 @@ def test_a_step_at_the_largest_rate_and_clip_bound_moves_at_most_their_product(
     clip):
   """The bounds MPOConfig accepts (MAX_LEARNING_RATE, MAX_GRAD_NORM) are what
   keep an accepted step finite: gradients larger than the clip bound move
-  each SGD network by at most learning_rate · max_grad_norm, and the state
+  the critic by at most learning_rate · max_grad_norm (SGD), and the state
   written stays finite."""
   lr, bound = config.MAX_LEARNING_RATE, config.MAX_GRAD_NORM
   cfg = _cfg(**{'policy_optimizer.name': 'sgd', 'critic_optimizer.name': 'sgd',
