@@ -27,17 +27,17 @@ GRAD_CLIP_MODES = ('per_network', 'joint')
 ACTING_POLICIES = ('online', 'target')
 CRITIC_TYPES = ('scalar', 'mog')  # agents/mpo/networks.py: CRITIC_HEADS
 
-# Upper bounds on learning rates and on max_grad_norm. The learner's
-# non-finite guard tests what a batch brings in (losses, gradients, new
-# duals), not the network state the optimizers write (agents/mpo/learner.py,
-# step 6). From a state they wrote themselves, one step of the network
-# optimizers (NETWORK_OPTIMIZERS) moves an SGD parameter by at most
-# learning_rate · max_grad_norm and an adam, adamw or rmsprop parameter by a
-# small multiple of learning_rate (at most about 7×): at these bounds at most
-# 1e15, far below float32's largest value (3.4e38). The dual and
-# discriminator optimizers' rates take the same bound for one rule: their
-# gradients are not clipped, and their guards test the values they write.
-# Rates in use are 1 or less and clip bounds in the tens.
+# Upper bounds on the network optimizers' learning rates and on
+# max_grad_norm. The learner's non-finite guard tests what a batch brings in
+# (losses, gradients, new duals), not the network state the optimizers write
+# (agents/mpo/learner.py, step 6). From a state they wrote themselves, one
+# step of the network optimizers (NETWORK_OPTIMIZERS) moves an SGD parameter
+# by at most learning_rate · max_grad_norm and an adam, adamw or rmsprop
+# parameter by a small multiple of learning_rate (at most about 7×): at these
+# bounds at most 1e15, far below float32's largest value (3.4e38). Rates in
+# use are 1 or less and clip bounds in the tens. The dual and discriminator
+# rates are not bounded here: the duals are clamped to a reference range
+# (duals.py) and the discriminator's guard tests the parameters it writes.
 MAX_LEARNING_RATE = 1e3
 MAX_GRAD_NORM = 1e12
 _BOUND_REASON = ('bounded so that an accepted step cannot write a '
@@ -64,8 +64,7 @@ class OptimizerConfig:
 
   def __post_init__(self):
     fields.one_of(self.owner, 'name', self.name, self.choices)
-    fields.positive_at_most(self.owner, 'learning_rate', self.learning_rate,
-                            MAX_LEARNING_RATE, _BOUND_REASON)
+    fields.positive(self.owner, 'learning_rate', self.learning_rate)
     fields.one_of(self.owner, 'schedule', self.schedule, SCHEDULES)
     fields.unit_interval(self.owner, 'final_fraction', self.final_fraction,
                    open_low=False)
@@ -324,6 +323,9 @@ class MPOConfig:
     fields.int_at_least(o, 'batch_size', self.batch_size, 1)
     for f in ('policy_optimizer', 'critic_optimizer'):
       optimizer_field(o, f, getattr(self, f), NETWORK_OPTIMIZERS)
+      fields.positive_at_most(o, f + '.learning_rate',
+                              getattr(self, f).learning_rate,
+                              MAX_LEARNING_RATE, _BOUND_REASON)
     if not isinstance(self.duals, DualConfig):
       fields.fail(o, 'duals', 'a DualConfig', self.duals)
     fields.one_of(o, 'target_update', self.target_update, TARGET_UPDATES)

@@ -63,8 +63,8 @@ BAD = [
     ('policy_optimizer.learning_rate', 1e37,
      r'MPOConfig.policy_optimizer.learning_rate: expected a number > 0 and '
      r'<= 1000 \(bounded so that an accepted step cannot write'),
-    ('duals.alpha_optimizer.learning_rate', 1001.0,
-     'DualConfig.alpha_optimizer.learning_rate'),
+    ('critic_optimizer.learning_rate', 1001.0,
+     'MPOConfig.critic_optimizer.learning_rate'),
     ('max_grad_norm', 1e13, r'MPOConfig.max_grad_norm: expected a number > 0 '
      r'and <= 1e\+12'),
     ('duals.temperature_optimizer.name', 'lion',
@@ -105,6 +105,14 @@ def test_the_largest_learning_rate_and_clip_bound_are_accepted():
       'max_grad_norm': config.MAX_GRAD_NORM})
   assert cfg.policy_optimizer.learning_rate == 1e3
   assert cfg.max_grad_norm == 1e12
+
+
+def test_dual_rates_are_not_held_to_the_network_bound():
+  # The duals are clamped to a reference range whatever their step
+  # (tests/mpo/test_duals.py drives them there at rate 1e11).
+  cfg = config.replace(config.MPOConfig(), {
+      'duals.alpha_optimizer.learning_rate': 1e11})
+  assert cfg.duals.alpha_optimizer.learning_rate == 1e11
 
 
 def test_error_says_what_was_expected():
