@@ -6,7 +6,7 @@ climbs towards the expert's.
     python studies/ail_learning.py run --kinds gail,airl --seeds 0,1,2
         [--runs_root runs/ail_learning] [--demos FILE.npz] [--budget 150000]
         [--records_dir DIR] [--png PNG] [--config NAME ...]
-        [--set FIELD=VALUE ...] [--dry_run]
+        [--set FIELD=VALUE ...] [--extend_from RUNS_ROOT] [--dry_run]
     python studies/ail_learning.py summary [--runs_root runs/ail_learning]
         [--kinds gail,airl] [--seeds 0,1,2] [--demos FILE.npz]
         [--records_dir DIR] [--also_records DIR ...] [--png PNG]
@@ -19,6 +19,12 @@ to RUNS_ROOT/<kind>_s<seed>.log. It is resumable: a cell whose run
 directory holds final.json is skipped, one that holds a run without
 final.json (interrupted) is continued with `train-ail --resume`. After each
 cell it prints the summary so far. --dry_run prints what it would run.
+`--extend_from OTHER_ROOT` continues finished runs to a larger budget: each
+cell absent from RUNS_ROOT is copied from OTHER_ROOT, where it must have
+finished below --budget, and resumed to --budget with its stored config
+(schedule horizons included: a schedule that is not constant holds its
+end value past the shorter run's horizon). The shorter runs and their records stay as they
+were; the extended ones are recorded under RUNS_ROOT's own records.
 
 `summary` reads every RUNS_ROOT/<kind>_s<seed> (logs/evaluator.csv,
 final.json) and reports, per seed, the global env steps and the wall-clock
@@ -156,11 +162,12 @@ def config_problems(config, kind: str, seed: int) -> list:
 
 
 def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
-              budget: int, records_dir=None, overrides=(), config=None):
+              budget: int, records_dir=None, overrides=(), config=None,
+              extend_from=None):
   """harness.plan_cell for one cell, started from configs/ail.py's
   `config` (default <kind>_cartpole) with `overrides`
-  (['ail.bc_weight=0', ...]) on top; a resume keeps the run's stored
-  config."""
+  (['ail.bc_weight=0', ...]) on top, or extended from the same cell of the
+  runs root `extend_from`; a resume keeps the run's stored config."""
   start = STUDY.command(
       '--config', f'configs/ail.py:{config or kind + "_cartpole"}',
       '--demos', demos,
@@ -168,7 +175,8 @@ def cell_plan(runs_root: str, demos: str, kind: str, seed: int,
       f'--seed={seed}', f'--env_step_budget={budget}',
       *(f'--{o}' for o in overrides))
   return harness.plan_cell(STUDY, runs_root, records_dir, kind, seed, budget,
-                           start, lambda c: config_problems(c, kind, seed))
+                           start, lambda c: config_problems(c, kind, seed),
+                           extend_from)
 
 
 # ------------------------------------------------------ one cell's figures
@@ -522,15 +530,18 @@ def run(args) -> int:
   kind-major; the PNG is drawn once, after the last cell."""
   if not args.dry_run and not os.path.isfile(args.demos):
     raise harness.Refusal(f'ail_learning: --demos {args.demos}: no such file')
+  if args.extend_from is not None and not os.path.isdir(args.extend_from):
+    raise harness.Refusal(f'ail_learning: --extend_from {args.extend_from}: '
+                          'no such folder')
   return harness.run_grid(
       STUDY, [(k, s) for k in args.kinds for s in args.seeds],
       args.runs_root,
       lambda k, s: cell_plan(args.runs_root, args.demos, k, s, args.budget,
                              args.records_dir, args.set,
-                             args.config.get(k)),
+                             args.config.get(k), args.extend_from),
       lambda last: summarise(args.runs_root, args.kinds, args.demos,
                              args.png if last else None, args.records_dir),
-      dry_run=args.dry_run)
+      dry_run=args.dry_run, extend_from=args.extend_from)
 
 
 # ------------------------------------------------------------------- main
@@ -589,6 +600,10 @@ def main(argv=None) -> int:
                  help='a config override for every cell it starts, e.g. '
                  'ail.bc_weight=0 (repeatable); give each variant its own '
                  '--runs_root')
+  r.add_argument('--extend_from', metavar='RUNS_ROOT',
+                 help='continue the cells that finished there below '
+                 '--budget: each is copied into --runs_root and resumed to '
+                 '--budget with its own config (no --config or --set)')
   s = sub.add_parser('summary', help='summarise the runs found')
   s.add_argument('--kinds', type=kinds, default=list(KINDS))
   s.add_argument('--seeds', type=harness.parse_seeds, default=None,
@@ -613,6 +628,15 @@ def main(argv=None) -> int:
       args.config = named_configs(args.config)
     except argparse.ArgumentTypeError as e:
       p.error(str(e))
+    if args.extend_from is not None:
+      if args.config or args.set:
+        p.error('--extend_from continues each run with its stored config; '
+                '--config and --set would not apply to it')
+      args.extend_from = os.path.abspath(args.extend_from)
+      if args.extend_from == os.path.abspath(args.runs_root):
+        p.error('--extend_from is --runs_root itself; give the extended '
+                'runs a --runs_root of their own (the shorter runs and '
+                'their records stay as they are)')
   # The runs go from the repo root: make every path absolute now.
   args.runs_root = os.path.abspath(args.runs_root)
   args.demos = os.path.abspath(args.demos)

@@ -16,8 +16,8 @@ that does not depend on what the study asks:
   no run directory is. A record holds the parts the figures are computed
   from, never the figures alone, so a change of the statistics recomputes
   them;
-- the grid's plan (each cell finished, to resume, to start or refused) and
-  running it one cell at a time, resumable;
+- the grid's plan (each cell finished, to resume, to start, to extend or
+  refused) and running it one cell at a time, resumable;
 - statistics over seeds: medians, spreads, env steps to a threshold, area
   under the curve, paired differences over the seeds two variants share;
 - reports: Markdown tables, CSV and PNGs of median curves.
@@ -38,6 +38,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -534,12 +535,16 @@ class Study(NamedTuple):
 
 
 def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
-              seed: int, budget: int, start: list, problems: Callable):
+              seed: int, budget: int, start: list, problems: Callable,
+              extend_from: Optional[str] = None):
   """(action, command, note) for one cell. action: 'skip' (finished, in
   its run directory or in its record under records_dir), 'resume'
-  (interrupted), 'start' (new, with the command `start`) or 'refuse' (its
-  record is unreadable, or, for a strict study, its interrupted run is not
-  the cell); command is None unless the cell is to be run.
+  (interrupted), 'start' (new, with the command `start`), 'extend' (with
+  `extend_from`, another runs root: the cell's run finished there at a
+  smaller budget, to be copied here by run_grid and resumed to `budget`)
+  or 'refuse' (its record is unreadable; for a strict study, its
+  interrupted run is not the cell; with `extend_from`, there is no run
+  there to extend); command is None unless the cell is to be run.
   `problems(config)`: why a config.json (None where unreadable) is not the
   cell's, [] where it is."""
   run_dir = os.path.join(runs_root, cell_name(variant, seed))
@@ -567,6 +572,8 @@ def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
       note += '; delete the record to redo it'
     return 'skip', None, note
   if not os.path.isfile(config_path):
+    if extend_from is not None:
+      return _extension_plan(study, run_dir, extend_from, budget, problems)
     return 'start', start, 'new'
   wrong = problems(read_json(config_path))
   resume = study.command('--resume', run_dir, f'--env_step_budget={budget}')
@@ -578,6 +585,47 @@ def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
                             'delete the run directory to redo it')
   return 'resume', resume, ('interrupted; continuing it (warning: '
                             + '; '.join(wrong) + ')')
+
+
+def _extension_plan(study: Study, run_dir: str, extend_from: str,
+                    budget: int, problems: Callable) -> tuple:
+  """plan_cell's plan for a cell absent from its runs root, continued from
+  the same cell of `extend_from`: 'extend' where that run finished below
+  `budget` with the cell's config, else 'refuse' naming why (a cell started
+  afresh instead would silently be another experiment, hours long)."""
+  source = os.path.join(extend_from, os.path.basename(run_dir))
+  if not os.path.isfile(os.path.join(source, 'final.json')):
+    return 'refuse', None, (f'{source}: no finished run to extend; drop '
+                            '--extend_from to start the cell afresh')
+  done = (read_json(os.path.join(source, 'final.json')) or {}).get('budget')
+  if not isinstance(done, int) or done >= budget:
+    return 'refuse', None, (f'{source} ran to a budget of {done!r}, not '
+                            f'below {budget}: nothing to extend')
+  wrong = problems(read_json(os.path.join(source, 'config.json')))
+  if wrong:
+    return 'refuse', None, (f'{source} is not this {study.role}\'s run ('
+                            + '; '.join(wrong) + ')')
+  return 'extend', study.command('--resume', run_dir,
+                                 f'--env_step_budget={budget}'), (
+      f'finished at a budget of {done} in {source}; copying it here and '
+      f'continuing it to {budget}')
+
+
+def copy_run(source: str, run_dir: str) -> None:
+  """Copies the run directory `source` (and its log beside it) to
+  `run_dir`, which must not exist. The copy is built under another name
+  and renamed into place once whole, so a copy cut short leaves nothing a
+  study would read as the cell; `source` is only read."""
+  if os.path.exists(run_dir):
+    raise FileExistsError(f'{run_dir}: already exists; not copying '
+                          f'{source} over it')
+  log = f'{source}.log'
+  if os.path.isfile(log):
+    shutil.copyfile(log, f'{run_dir}.log')
+  partial = f'{run_dir}.copying'
+  shutil.rmtree(partial, ignore_errors=True)  # a copy cut short before
+  shutil.copytree(source, partial, symlinks=True)
+  os.rename(partial, run_dir)
 
 
 def _finished_note(note: str, done, budget: int, wrong: list,
@@ -668,14 +716,16 @@ def run_cell(command, log_path: str, cwd: str, label: str) -> int:
 
 
 def run_grid(study: Study, cells: list, runs_root: str, plan: Callable,
-             summarise: Callable, dry_run: bool = False) -> int:
+             summarise: Callable, dry_run: bool = False,
+             extend_from: Optional[str] = None) -> int:
   """Trains the cells [(variant, seed)] one at a time, in order, each from
   the repo root with its output appended to RUNS_ROOT/<cell>.log, and
   prints the summary so far after each; returns the exit status (130 where
   a cell was interrupted: rerunning continues it). `plan(variant, seed)`
   gives the cell's (action, command, note), asked just before it runs (an
   earlier cell may have taken an hour, and another process may have
-  finished this one meanwhile). `summarise(last)` prints the summary,
+  finished this one meanwhile). A cell to 'extend' is first copied from
+  `extend_from` (copy_run). `summarise(last)` prints the summary,
   last=True once the grid is through. --dry_run prints the plan only."""
   if dry_run:
     plans = [(cell_name(v, s),) + plan(v, s) for v, s in cells]
@@ -693,6 +743,11 @@ def run_grid(study: Study, cells: list, runs_root: str, plan: Callable,
         print(f'{study.name}: {name}: {note}', file=sys.stderr)
       continue
     os.makedirs(runs_root, exist_ok=True)
+    if action == 'extend':
+      if extend_from is None:
+        raise ValueError(f'{name}: an extension needs run_grid\'s '
+                         'extend_from')
+      copy_run(os.path.join(extend_from, name), os.path.join(runs_root, name))
     log_path = os.path.join(runs_root, f'{name}.log')
     print(f'$ {shlex.join(command)}\n(log: {log_path})', flush=True)
     rc = run_cell(command, log_path, REPO_ROOT, study.name)

@@ -192,6 +192,32 @@ def test_run_skips_a_cell_recorded_elsewhere(tmp_path, capsys):
   assert 'gail_s0: skip (finished (recorded in' in capsys.readouterr().out
 
 
+def test_run_extends_the_cells_of_another_runs_root(tmp_path, capsys):
+  shorter = tmp_path / 'shorter'
+  _write_run(shorter, 'airl', 0, [50.0, 800.0], budget=3000)
+  args = ['run', '--kinds', 'airl', '--seeds', '0,1', '--dry_run',
+          '--budget', '5000', '--runs_root', str(tmp_path / 'longer'),
+          '--records_dir', '', '--extend_from', str(shorter)]
+  assert al.main(args) == 0
+  out = capsys.readouterr().out
+  assert (f'airl_s0: extend (finished at a budget of 3000 in '
+          f'{shorter / "airl_s0"}; copying it here and continuing it to '
+          '5000)') in out
+  assert (f'--resume {tmp_path / "longer" / "airl_s0"} '
+          '--env_step_budget=5000') in out
+  assert f'airl_s1: refuse ({shorter / "airl_s1"}: no finished run' in out
+  assert not (tmp_path / 'longer').exists()  # a dry run copies nothing
+  # The stored config is what continues: overrides would not apply.
+  for extra in (['--set', 'ail.bc_weight=0'], ['--config', 'airl_walker'],
+                ['--runs_root', str(shorter)]):
+    with pytest.raises(SystemExit) as e:
+      al.main(args + extra)
+    assert e.value.code == 2
+    assert '--extend_from' in capsys.readouterr().err
+  with pytest.raises(al.harness.Refusal, match='no such folder'):
+    al.main(args[:-1] + [str(tmp_path / 'nowhere')])
+
+
 def test_an_unwritable_runs_root_is_named_not_a_traceback(tmp_path):
   blocker = tmp_path / 'a_file'
   blocker.write_text('kept')

@@ -429,6 +429,85 @@ def test_plan_skips_a_recorded_cell_and_refuses_a_bad_record(tmp_path):
                       ['start'], lambda c: [])[0] == 'resume'
 
 
+def test_plan_extends_a_cell_that_finished_below_the_budget_elsewhere(
+    tmp_path):
+  study = _study()
+  shorter = tmp_path / 'shorter'
+  source = _write_run(shorter, 'a', 0, [1.0], budget=1000)
+
+  def plan(budget=2000, problems=lambda config: [], variant='a'):
+    return hs.plan_cell(study, str(tmp_path / 'runs'), None, variant, 0,
+                        budget, ['start'], problems, str(shorter))
+  run_dir = str(tmp_path / 'runs' / 'a_s0')
+  assert plan() == (
+      'extend', study.command('--resume', run_dir, '--env_step_budget=2000'),
+      f'finished at a budget of 1000 in {source}; copying it here and '
+      'continuing it to 2000')
+  # Nothing to extend: refused, never started afresh in its place.
+  assert plan(budget=1000) == ('refuse', None, (
+      f'{source} ran to a budget of 1000, not below 1000: nothing to '
+      'extend'))
+  assert plan(variant='b') == ('refuse', None, (
+      f'{shorter / "b_s0"}: no finished run to extend; drop --extend_from '
+      'to start the cell afresh'))
+  _write_run(shorter, 'c', 0, [1.0], finished=False)
+  assert plan(variant='c')[0] == 'refuse'
+  assert plan(problems=lambda config: [f'seed {config["seed"]}']) == (
+      'refuse', None, f"{source} is not this variant's run (seed 0)")
+  # Once copied, the cell is the runs root's: an extension cut short is
+  # resumed, a finished one skipped.
+  _write_run(tmp_path / 'runs', 'a', 0, [1.0], finished=False)
+  assert plan()[:2] == ('resume', study.command(
+      '--resume', run_dir, '--env_step_budget=2000'))
+  (tmp_path / 'runs' / 'a_s0' / 'final.json').write_text(
+      json.dumps({'budget': 2000}))
+  assert plan() == ('skip', None, 'finished')
+
+
+def test_copy_run_copies_whole_or_not_at_all(tmp_path):
+  source = _write_run(tmp_path / 'shorter', 'a', 0, [1.0, 2.0])
+  (tmp_path / 'shorter' / 'a_s0.log').write_text('the first 1000 steps\n')
+  (tmp_path / 'runs').mkdir()
+  dest = str(tmp_path / 'runs' / 'a_s0')
+  # A copy cut short earlier left its partial folder: replaced, not kept.
+  os.makedirs(dest + '.copying/stale')
+  hs.copy_run(source, dest)
+  assert sorted(os.listdir(dest)) == sorted(os.listdir(source))
+  with open(os.path.join(dest, 'logs', 'evaluator.csv')) as f:
+    assert f.read().splitlines()[-1] == '500,1,2.0,0'
+  assert not os.path.exists(dest + '.copying')
+  assert open(dest + '.log').read() == 'the first 1000 steps\n'
+  # Never over a run directory: the extension is that directory's now.
+  with pytest.raises(FileExistsError, match='already exists'):
+    hs.copy_run(source, dest)
+  # The source is only read.
+  assert json.loads(open(os.path.join(source, 'final.json')).read()) == {
+      'budget': 1000, 'final_eval_return': 2.0}
+
+
+def test_run_grid_copies_a_cell_before_extending_it(tmp_path, capsys):
+  shorter, runs = tmp_path / 'shorter', str(tmp_path / 'runs')
+  source = _write_run(shorter, 'a', 0, [1.0])
+  (shorter / 'a_s0.log').write_text('shorter run\n')
+  run_dir = os.path.join(runs, 'a_s0')
+  # The command sees the copy (it fails where the copy is not there yet).
+  check = [sys.executable, '-c',
+           f'import os, sys; sys.exit(0 if os.path.isfile('
+           f'{os.path.join(run_dir, "config.json")!r}) else 7)']
+  summaries = []
+  rc = hs.run_grid(_study(), [('a', 0)], runs,
+                   lambda v, s: ('extend', check, 'extending'),
+                   summaries.append, extend_from=str(shorter))
+  assert rc == 0 and summaries == [True]
+  log = open(run_dir + '.log').read()
+  assert log.startswith('shorter run\n') and '=====' in log
+  assert os.path.isfile(os.path.join(source, 'final.json'))
+  with pytest.raises(ValueError, match='extend_from'):
+    hs.run_grid(_study(), [('b', 0)], runs,
+                lambda v, s: ('extend', check, 'extending'), summaries.append)
+  capsys.readouterr()
+
+
 # ------------------------------------------------------------------- the run
 
 
