@@ -76,6 +76,12 @@ class TrainConfig:
   eval_period_env_steps: int = 10_000
   eval_episodes: int = 2
   final_eval_episodes: int = 5
+  # Each evaluation also runs as many episodes with the policy's samples,
+  # the actions the actors take, logged beside the mean action's as
+  # eval_sampled_return (and _min, _max). With a wide policy the clipped
+  # mean action is a policy the learner never runs, and the two returns
+  # can differ by hundreds. Off: those columns are NaN.
+  eval_sampled: bool = False
   # Checkpoints and logs.
   checkpoint_period_s: float = 120.0
   checkpoints_to_keep: int = 3
@@ -189,6 +195,8 @@ class TrainConfig:
            'a number of seconds > 0', self.replay_checkpoint_period_s)
     _check(_is_num(self.stop_grace_s) and self.stop_grace_s >= 1,
            'stop_grace_s', 'a number of seconds >= 1', self.stop_grace_s)
+    _check(isinstance(self.eval_sampled, bool), 'eval_sampled',
+           'true or false', self.eval_sampled)
     _check(isinstance(self.tensorboard, bool), 'tensorboard', 'true or false',
            self.tensorboard)
     _check(isinstance(self.runs_root, str) and self.runs_root, 'runs_root',

@@ -48,7 +48,7 @@ def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(7, 4))
+  fig, ax = plt.subplots(figsize=(7, 4.6))
   for name in sorted(os.listdir(rd.logs)):
     if name.startswith('actor_') and name.endswith('.csv'):
       path = os.path.join(rd.logs, name)
@@ -59,20 +59,35 @@ def plot_run(run_dir: str, out: Optional[str] = None) -> str:
   rows = logs.read_csv(eval_csv)
   ax.plot(*series(rows, eval_csv, 'env_steps', 'eval_return'),
           'o-', color='black', label='evaluator (mean action)')
+  sampled = [r for r in rows if isinstance(r.get('eval_sampled_return'),
+                                           float) and
+             math.isfinite(r['eval_sampled_return'])]
+  if sampled:  # eval_sampled: the actions the actors take, same params
+    ax.plot([r['env_steps'] for r in sampled],
+            [r['eval_sampled_return'] for r in sampled], 'o--',
+            color='tab:blue', label='evaluator (samples)')
   learned = [r for r in rows if isinstance(r.get('learned_return'), float)]
+  top = ax  # the axes drawn last, which holds the legend
   if learned:
     # Adversarial runs: what the generator optimises, on the same x-axis.
-    twin = ax.twinx()
-    twin.plot([r['env_steps'] for r in learned],
-              [r['learned_return'] for r in learned], 's--',
-              color='tab:red', label='learned return (discriminator)')
-    twin.set_ylabel('learned return', color='tab:red')
-    twin.legend(fontsize=8, loc='lower right')
+    top = ax.twinx()
+    top.plot([r['env_steps'] for r in learned],
+             [r['learned_return'] for r in learned], 's--',
+             color='tab:red', label='learned return (discriminator)')
+    top.set_ylabel('learned return', color='tab:red')
   ax.set_xlabel('global env steps')
   ax.set_ylabel('episode return')
   ax.set_title(os.path.basename(os.path.abspath(run_dir)))
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
+  # One legend, under the plot, on the axes drawn last: inside, it would
+  # hide curves (a legend on the first axes lies under the learned
+  # return's line, one on the twin avoids only that line).
+  handles, labels = ax.get_legend_handles_labels()
+  if top is not ax:
+    more = top.get_legend_handles_labels()
+    handles, labels = handles + more[0], labels + more[1]
+  top.legend(handles, labels, fontsize=8, ncol=2, loc='upper center',
+             bbox_to_anchor=(0.5, -0.14), frameon=False)
   out = out or os.path.join(run_dir, 'learning_curve.png')
   fig.tight_layout()
   try:

@@ -67,11 +67,14 @@ def final_summary(final: dict) -> str:
   from tandem.agents.runtime import counting
   fps = counting.since_start(final['counts'])['env_steps_per_s_since_start']
   at = final.get('checkpoint_counts') or final['counts']
+  sampled = final.get('final_eval_sampled_return')
   return (f'\nthroughput: {fps:.1f} env steps/s over the time the run has '
           'run (all its launches)\n'
           f"\nfinal evaluation return: {final['final_eval_return']:.1f} "
           f"(env steps {at['env_steps']}, learner steps "
-          f"{at['learner_steps']})")
+          f"{at['learner_steps']})" +
+          ('' if sampled is None else
+           f'\nits policy\'s samples returned: {sampled:.1f}'))
 
 
 def resume_command(cfg, run_dir: str, launch: str = 'local_mp') -> str:

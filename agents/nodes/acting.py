@@ -27,7 +27,8 @@ import numpy as np
 from tandem.agents.envs import environments
 from tandem.agents.mpo import actor as actor_lib
 from tandem.agents.nodes.node_envs import (ACTOR_ENVS, ACTOR_POLICY,
-                                           EVALUATOR_ENV, launch_seed_path,
+                                           EVALUATOR_ENV, EVALUATOR_POLICY,
+                                           launch_seed_path,
                                            node_env_faults, rebuilding_env,
                                            seed_for)
 from tandem.agents.replay import adders
@@ -267,6 +268,10 @@ def first_evaluation_at(env_steps: int, period: int) -> int:
   return 0 if env_steps < period else (env_steps // period + 1) * period
 
 
+SAMPLED_COLUMNS = ('eval_sampled_return', 'eval_sampled_return_min',
+                   'eval_sampled_return_max')
+
+
 class EvaluatorNode:
 
   def __init__(self, train_config, counter, learner, run_dir: str,
@@ -281,6 +286,8 @@ class EvaluatorNode:
     self._faults = None
     self._logger = None
     self._actor = None
+    self._sampling_actor = None
+    self._policy = None  # the params of the latest _fetch_policy
 
   def _setup(self):
     if self._env is None:
@@ -293,9 +300,22 @@ class EvaluatorNode:
                                  self._faults, recover_on='episode')
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
                                  tensorboard=self._tc.tensorboard)
-      self._actor = actor_lib.Actor(self._tc.mpo, self._fetch_policy(),
-                                    seed=0, variable_source=self._fetch_policy,
+      self._actor = actor_lib.Actor(self._tc.mpo, self._latest_policy(),
+                                    seed=0,
+                                    variable_source=self._latest_policy,
                                     deterministic=True)
+      if self._tc.eval_sampled:
+        # The same params as the mean action's, refreshed after them.
+        self._sampling_actor = actor_lib.Actor(
+            self._tc.mpo, self._policy,
+            seed=seed_for(*self._root, EVALUATOR_POLICY),
+            variable_source=lambda: self._policy)
+
+  def _latest_policy(self):
+    """Fetches the learner's latest policy params and keeps them for the
+    sampling actor."""
+    self._policy = self._fetch_policy()
+    return self._policy
 
   # Whether evaluate_now records its episodes' transitions for
   # `_episode_metrics` (an evaluator that scores them sets it).
@@ -308,8 +328,8 @@ class EvaluatorNode:
 
   def evaluate_now(self, episodes: int = 0, label: str = 'periodic',
                    counts: Optional[dict] = None) -> dict:
-    """Evaluates the learner's latest policy; logs and returns the result,
-    under `counts` (the final evaluation's: those of the learner's last
+    """Evaluates the learner's latest policy, its mean action (and its
+    samples, with eval_sampled); logs and returns the result, under `counts` (the final evaluation's: those of the learner's last
     checkpoint) or the counter's now."""
     with self._lock:
       self._setup()
@@ -317,10 +337,12 @@ class EvaluatorNode:
         counts = call(self._counter, 'get_counts')
       self._actor.update(wait=True)  # the learner's latest policy
       faults_before = self._faults.total
+      episodes = episodes or self._tc.eval_episodes
       returns, recorded = run_episodes(
-          self._env, self._actor, episodes or self._tc.eval_episodes,
-          record=self.records_episodes)
+          self._env, self._actor, episodes, record=self.records_episodes)
+      sampled = self._sampled_columns(episodes)
       row = {**logs.count_columns(counts),
+             **sampled,
              **self._episode_metrics(recorded),
              # `counts` predates the episodes; a fault in them is newer.
              'env_faults': max(int(counts.get('env_faults', 0)),
@@ -334,6 +356,19 @@ class EvaluatorNode:
       call(self._counter, 'set_extra', last_eval_return=row['eval_return'],
            last_eval_env_steps=counts['env_steps'])
       return row
+
+  def _sampled_columns(self, episodes: int) -> dict:
+    """The return of `episodes` episodes of the policy's samples, from
+    the params the mean action's episodes ran (NaN where eval_sampled is
+    off)."""
+    if self._sampling_actor is None:
+      return dict.fromkeys(SAMPLED_COLUMNS, float('nan'))
+    self._sampling_actor.update(wait=True)
+    returns, _ = run_episodes(self._env, self._sampling_actor, episodes,
+                              record=False)
+    return dict(zip(SAMPLED_COLUMNS, (float(np.mean(returns)),
+                                      float(np.min(returns)),
+                                      float(np.max(returns)))))
 
   def _fetch_policy(self):
     """The learner's latest policy params (a subclass also fetches what

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import time
 
@@ -19,6 +20,10 @@ from tandem.agents.core import files
 from tandem.agents.runtime.lifecycle import Stopping, call, stop_requested
 from tandem.agents.runtime.rundir import RunDir, capture_errors
 
+
+def _finite_or_none(value):
+  """`value` where it is a finite number, else None (JSON's null)."""
+  return value if isinstance(value, float) and math.isfinite(value) else None
 
 
 class CounterNode(counting.Counter):
@@ -107,6 +112,9 @@ class StepsLimiter:
           'final_eval_return': final['eval_return'],
           'final_eval_returns_min_max': [final['eval_return_min'],
                                          final['eval_return_max']],
+          # NaN (null) unless the run evaluates its samples too.
+          'final_eval_sampled_return': _finite_or_none(
+              final.get('eval_sampled_return')),
           # The counter's after the final evaluation (its time and faults
           # included), and those the checkpoint and the final row hold.
           'counts': counts, 'checkpoint_counts': done['counts'],

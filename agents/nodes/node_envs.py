@@ -23,6 +23,8 @@ def seed_for(*path: int) -> int:
 ACTOR_ENVS, ACTOR_POLICY, EVALUATOR_ENV = 0, 1, 2
 # Marks the seed path of a resumed launch (segment >= 2).
 RESUMED = 4
+# The evaluator's sampled actions (TrainConfig.eval_sampled).
+EVALUATOR_POLICY = 5
 
 
 def launch_seed_path(seed: int, segment: int) -> tuple:

@@ -645,6 +645,10 @@ def test_the_closing_line_puts_the_final_return_at_its_checkpoints_counts():
   # final.json of a run finished before checkpoint_counts were recorded.
   del final['checkpoint_counts']
   assert '(env steps 100100, learner steps 18560)' in report.final_summary(final)
+  assert 'samples' not in text
+  final['final_eval_sampled_return'] = 902.04
+  assert report.final_summary(final).endswith(
+      "learner steps 18560)\nits policy's samples returned: 902.0")
 
 
 @pytest.mark.parametrize('planted', [

@@ -68,7 +68,8 @@ def test_overrides_parse_types():
     ('env_step_budget', 1000), ('env_step_budget', 999),
     ('envs_per_actor', 0), ('envs_per_actor', 65),
     ('fault_injection_actor_crash_after', -1),
-    ('max_consecutive_env_faults', -1), ('max_consecutive_env_faults', 1.5)])
+    ('max_consecutive_env_faults', -1), ('max_consecutive_env_faults', 1.5),
+    ('eval_sampled', 1)])
 def test_train_config_rejects(field, value):
   with pytest.raises(ConfigError, match=f'TrainConfig.{field}'):
     config_lib.apply_overrides(config_lib.TrainConfig(), {field: value})

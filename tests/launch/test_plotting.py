@@ -1,5 +1,8 @@
 """`tandem plot` writes a learning curve from a run's logs."""
 
+import math
+
+import matplotlib.figure
 import pytest
 
 from tandem.agents.runtime import logs
@@ -21,6 +24,33 @@ def test_plot_writes_png_and_rejects_non_runs(tmp_path, capsys):
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   assert cli.main(['plot', str(tmp_path / 'empty')]) == errors.EXIT_BAD_INPUT
   assert 'evaluator' in capsys.readouterr().err
+
+
+def test_plot_draws_the_samples_return_where_it_was_evaluated(tmp_path,
+                                                               monkeypatch):
+  drawn = {}
+  real = matplotlib.figure.Figure.savefig
+
+  def keep_lines(fig, *args, **kwargs):
+    for ax in fig.axes:
+      for line in ax.get_lines():
+        drawn[line.get_label()] = [float(y) for y in line.get_ydata()]
+    return real(fig, *args, **kwargs)
+  monkeypatch.setattr(matplotlib.figure.Figure, 'savefig', keep_lines)
+  for name, sampled in (('on', [math.nan, 30.0, 50.0]),
+                        ('off', [math.nan] * 3)):
+    ev = logs.Logger(str(tmp_path / name / 'logs'), 'evaluator',
+                     tensorboard=False)
+    for i, s in enumerate(sampled):
+      ev.write({'env_steps': 1000 * i, 'learner_steps': 100 * i,
+                'eval_return': 10.0 * i, 'eval_sampled_return': s})
+    drawn.clear()
+    assert cli.main(['plot', str(tmp_path / name)]) == 0
+    assert drawn['evaluator (mean action)'] == [0.0, 10.0, 20.0]
+    if name == 'on':  # the evaluations that ran samples, and only those
+      assert drawn['evaluator (samples)'] == [30.0, 50.0]
+    else:
+      assert 'evaluator (samples)' not in drawn
 
 
 def _run_with_eval(tmp_path, text: str):

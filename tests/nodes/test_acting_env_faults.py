@@ -29,7 +29,7 @@ from tandem.agents.nodes import node_envs
 from tandem.agents.mpo import networks
 from tandem.agents.mpo.config import MPOConfig
 from tandem.launch.config import TrainConfig
-from tests.envs.test_env_faults import ScriptedFactory
+from tests.envs.test_env_faults import ScriptedEnv, ScriptedFactory
 from tests.fakes import CourierClient
 
 OBS, ACT = 3, 1
@@ -294,3 +294,38 @@ def test_adversarial_evaluator_scores_only_whole_episodes(program):
   # The discriminator scoring the row is the one of the row's counts,
   # fetched with the policy, in one call, before any episode step.
   assert fetched and fetched[-1] == (('policy', 'discriminator'), 0)
+
+
+class _RewardsAbsAction(ScriptedEnv):
+  """Reward |a| per step: a mean action of 0 scores 0, the policy's
+  samples around it score above 0."""
+
+  def step(self, action):
+    timestep = super().step(action)
+    return timestep._replace(reward=np.float32(abs(float(action[0]))))
+
+
+def test_the_evaluator_scores_the_policys_samples_beside_its_mean(
+    program, monkeypatch):
+  monkeypatch.setattr(environments, 'make_environment',
+                      lambda name=None, seed=None: _RewardsAbsAction(0))
+  # Every parameter 0: the mean action is 0 for every observation and the
+  # stddev the head's initial 0.5, so |a| of a sample is 0.4 on average.
+  program.learner.params = jax.tree.map(np.zeros_like, program.learner.params)
+  off = _evaluator(program, _config()).evaluate_now(episodes=4)
+  assert off['eval_return'] == 0.0
+  assert all(np.isnan(off[c]) for c in acting.SAMPLED_COLUMNS)
+  rows = [_evaluator(program, _config(eval_sampled=True)).evaluate_now(
+      episodes=4) for _ in range(2)]
+  for row in rows:
+    assert row['eval_return'] == 0.0  # the mean action's, as before
+    # 4 episodes of 5 steps: 20 samples of |N(0, 0.5²)|, mean 2.0 per
+    # episode (each episode's sum has stddev ~0.67).
+    assert 0.5 < row['eval_sampled_return_min'] <= row['eval_sampled_return']
+    assert row['eval_sampled_return'] <= row['eval_sampled_return_max'] < 5.0
+    assert 1.0 < row['eval_sampled_return'] < 3.0
+  # Its own seed: the same samples whenever the run is repeated.
+  assert rows[0]['eval_sampled_return'] == rows[1]['eval_sampled_return']
+  written = logs.read_csv(os.path.join(program.rd.logs, 'evaluator.csv'))
+  assert [r['eval_sampled_return'] for r in written[1:]] == [
+      r['eval_sampled_return'] for r in rows]

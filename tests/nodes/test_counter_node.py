@@ -28,13 +28,15 @@ class _Evaluator:
   """Logs a final row at the counts it is given; `stop` (if set) is set
   and the call cancelled after the row is written, as a Ctrl-C there."""
 
-  def __init__(self, rd, stop=None):
+  def __init__(self, rd, stop=None, sampled=float('nan')):
     self._logger = logs.Logger(rd.logs, 'evaluator', tensorboard=False)
     self._stop = stop
+    self._sampled = sampled
 
   def evaluate_now(self, episodes, label, counts):
     row = {**logs.count_columns(counts), 'eval_return': 5.0,
            'eval_return_min': 4.0, 'eval_return_max': 6.0,
+           'eval_sampled_return': self._sampled,
            'final': int(label == 'final')}
     self._logger.write(row)
     if self._stop is not None:
@@ -63,8 +65,19 @@ def _limiter(rd, evaluator):
 def test_a_finished_run_has_final_json_and_no_pending_marker(tmp_path, stop):
   rd = RunDir(str(tmp_path)).make()
   _limiter(rd, _Evaluator(rd)).run()
-  assert json.load(open(rd.final))['checkpoint_counts'] == COUNTS
+  final = json.load(open(rd.final))
+  assert final['checkpoint_counts'] == COUNTS
+  # Not evaluated (NaN in its row): null, never a NaN JSON cannot hold.
+  assert final['final_eval_sampled_return'] is None
   assert not os.path.exists(rd.final_pending)
+
+
+def test_final_json_holds_the_samples_return_where_evaluated(tmp_path, stop):
+  rd = RunDir(str(tmp_path)).make()
+  _limiter(rd, _Evaluator(rd, sampled=7.5)).run()
+  final = json.load(open(rd.final))
+  assert (final['final_eval_return'], final['final_eval_sampled_return']) == (
+      5.0, 7.5)
 
 
 def test_a_stop_during_the_final_evaluation_leaves_its_row_marked(tmp_path,
