@@ -329,7 +329,8 @@ class EvaluatorNode:
   def evaluate_now(self, episodes: int = 0, label: str = 'periodic',
                    counts: Optional[dict] = None) -> dict:
     """Evaluates the learner's latest policy, its mean action (and its
-    samples, with eval_sampled); logs and returns the result, under `counts` (the final evaluation's: those of the learner's last
+    samples, with eval_sampled); logs and returns the result, under
+    `counts` (the final evaluation's: those of the learner's last
     checkpoint) or the counter's now."""
     with self._lock:
       self._setup()
