@@ -202,6 +202,7 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
          'env_steps': curve[-1]['env_steps'] if curve else 0,
          'elapsed_s': None, 'budget': None,
          'final_return': None, 'final_learned_return': None,
+         'final_sampled_return': None,
          'max_return': None, 'max_return_env_steps': None}
   if curve:
     out['elapsed_s'] = curve[-1]['elapsed_s']
@@ -211,6 +212,9 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   if final is not None:
     counts = final.get('counts', {})
     out['final_return'] = float(final['final_eval_return'])
+    # A run with eval_sampled: its policy's samples, from the same params.
+    if isinstance(final.get('final_eval_sampled_return'), (int, float)):
+      out['final_sampled_return'] = float(final['final_eval_sampled_return'])
     out['env_steps'] = int(counts.get('env_steps', out['env_steps']))
     if counts.get('elapsed_s') is not None:
       out['elapsed_s'] = float(counts['elapsed_s'])
@@ -231,7 +235,7 @@ def figures(kind: str, seed: int, source: str, curve: list, final, expert:
   out['lowest_late_return'] = _lowest_late(out, curve)
   out['held_late'] = _near_peak(out['lowest_late_return'], out['max_return'])
   for key in ('elapsed_s', 'final_return', 'final_learned_return',
-              'max_return', 'lowest_late_return'):
+              'final_sampled_return', 'max_return', 'lowest_late_return'):
     if out[key] is not None:
       out[key] = round(out[key], 1)
   out['curve'] = curve
@@ -377,7 +381,9 @@ def _status(r: dict) -> str:
   return 'unfinished' if r['evaluations'] else 'no evaluations yet'
 
 
-# The per-seed table's columns.
+# The per-seed table's columns; the samples' final return only where a run
+# of the table evaluated them (eval_sampled).
+SAMPLED_COLUMN = 'final eval, samples'
 SEED_COLUMNS = [
     ('seed', 'r', lambda r: str(r['seed'])),
     ('env steps to 50%', 'r', lambda r: _cell(r['env_steps_to_50pct'])),
@@ -388,6 +394,8 @@ SEED_COLUMNS = [
     ('max eval (at env steps)', 'r', lambda r: (
         '–' if r['max_return'] is None else
         f"{r['max_return']:.1f} ({r['max_return_env_steps']})")),
+    (SAMPLED_COLUMN, 'r', lambda r: _cell(r['final_sampled_return'],
+                                          '{:.1f}')),
     ('env steps', 'r', lambda r: str(r['env_steps'])),
     ('elapsed s', 'r', lambda r: _cell(r['elapsed_s'])),
     ('final ≥ 95% of max', 'l', lambda r: {True: 'yes', False: '**no**',
@@ -412,7 +420,9 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
     if not runs:
       print('(no runs)')
       continue
-    print('\n'.join(harness.md_table(SEED_COLUMNS, runs)))
+    columns = [c for c in SEED_COLUMNS if c[0] != SAMPLED_COLUMN or
+               any(r['final_sampled_return'] is not None for r in runs)]
+    print('\n'.join(harness.md_table(columns, runs)))
     print(harness.md_row([
         '**median**', _cell(st['env_steps_to_50pct_median']),
         _cell(st['elapsed_s_to_50pct_median']),
@@ -420,7 +430,7 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
         _cell(st['elapsed_s_to_90pct_median']),
         _cell(st['final_return_median'], '{:.1f}'),
         _cell(st['max_return_median'], '{:.1f}')] +
-        [''] * (len(SEED_COLUMNS) - 7)))
+        [''] * (len(columns) - 7)))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; reached 90% and ended within "
           f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds "

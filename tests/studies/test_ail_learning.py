@@ -263,6 +263,37 @@ def test_a_final_return_far_below_the_peak_is_shown_as_not_held(tmp_path,
   assert '### AIRL on cartpole:swingup' in out and 'BC weight 1.0' in out
 
 
+def test_the_samples_final_return_is_a_column_where_a_run_has_it(tmp_path,
+                                                                capsys):
+  runs = tmp_path / 'runs'
+  _write_run(runs, 'airl', 0, [50.0, 800.0])
+  al.summarise(str(runs), ['airl'], DEMOS, records_dir=None)
+  assert al.SAMPLED_COLUMN not in capsys.readouterr().out
+  run = _write_run(runs, 'airl', 1, [50.0, 700.0])
+  final = json.loads((run / 'final.json').read_text())
+  (run / 'final.json').write_text(json.dumps(
+      dict(final, final_eval_sampled_return=854.04)))
+  records = tmp_path / 'records'
+  got = al.summarise(str(runs), ['airl'], DEMOS, records_dir=str(records))
+  out = capsys.readouterr().out
+  header = next(line for line in out.splitlines()
+                if line.startswith('| seed'))
+  cells = [c.strip() for c in header.split('|')]
+  at = cells.index(al.SAMPLED_COLUMN)
+  rows = {line.split('|')[1].strip(): [c.strip() for c in line.split('|')]
+          for line in out.splitlines() if line.startswith('| ') and
+          line.split('|')[1].strip() in ('0', '1')}
+  assert (rows['0'][at], rows['1'][at]) == ('–', '854.0')
+  # The median row lines up with the header.
+  median = next(line for line in out.splitlines() if '**median**' in line)
+  assert len(median.split('|')) == len(header.split('|'))
+  assert got['runs']['airl_s1']['final_sampled_return'] == 854.0
+  # Recorded with the run: the record reads back with it.
+  again = al.summarise(str(tmp_path / 'gone'), ['airl'], DEMOS,
+                       records_dir=str(records))
+  assert again['runs']['airl_s1']['final_sampled_return'] == 854.0
+
+
 def test_runs_of_several_tasks_or_weights_are_listed_not_merged(tmp_path):
   runs = tmp_path / 'runs'
   _write_run(runs, 'airl', 0, [50.0, 800.0], bc_weight=0.0)
