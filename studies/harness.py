@@ -665,13 +665,21 @@ def _interrupt_when_parent_dies(parent: int) -> Callable[[], None]:
   """A Popen preexec_fn: the child gets SIGINT from the kernel when the
   harness dies, however it dies (SIGKILL, SIGTERM, a crash), so it stops
   and checkpoints as on Ctrl-C instead of running on to its budget with
-  nobody reading it. Where prctl(2) is not there (not Linux), nothing."""
+  nobody reading it. Where prctl(2) is not there (not Linux), nothing.
+
+  prctl is looked up here, in the parent: the child of a multithreaded
+  process (JAX's threads, where it is loaded) may only call what takes no
+  lock another thread could have held at the fork, and a lookup (dlopen,
+  dlsym) takes the dynamic loader's."""
+  try:
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+  except (OSError, AttributeError):
+    prctl = None
+
   def arm() -> None:
-    try:
-      libc = ctypes.CDLL(None, use_errno=True)
-      libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT)
-    except (OSError, AttributeError):
+    if prctl is None:
       return
+    prctl(PR_SET_PDEATHSIG, signal.SIGINT)
     if os.getppid() != parent:  # it died before the line above
       os._exit(EXIT_INTERRUPTED)
   return arm
