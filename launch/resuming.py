@@ -22,8 +22,8 @@ from tandem.launch.cloud.config import CloudConfig
 RESUMABLE_FIELDS = frozenset({
     'env_step_budget', 'num_actors', 'envs_per_actor', 'actor_update_period',
     'counter_sync_period', 'eval_period_env_steps', 'eval_episodes',
-    'final_eval_episodes', 'eval_sampled', 'checkpoint_period_s', 'checkpoints_to_keep',
-    'learner_log_every', 'tensorboard', 'stop_grace_s', 'replay_max_size',
+    'final_eval_episodes', 'eval_sampled', 'checkpoint_period_s',
+    'checkpoints_to_keep', 'learner_log_every', 'tensorboard', 'stop_grace_s', 'replay_max_size',
     'replay_min_size', 'samples_per_insert', 'replay_error_buffer',
     'fault_injection_actor_crash_after', 'max_consecutive_env_faults',
     'stall_window', 'max_skipped_fraction', 'fault_injection_nonfinite_after',

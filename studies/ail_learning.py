@@ -23,8 +23,9 @@ cell it prints the summary so far. --dry_run prints what it would run.
 cell absent from RUNS_ROOT is copied from OTHER_ROOT, where it must have
 finished below --budget, and resumed to --budget with its stored config
 (schedule horizons included: a schedule that is not constant holds its
-end value past the shorter run's horizon). The shorter runs and their records stay as they
-were; the extended ones are recorded under RUNS_ROOT's own records.
+end value past the shorter run's horizon). The shorter runs and their
+records stay as they were; the extended ones are recorded under RUNS_ROOT's
+own records.
 
 `summary` reads every RUNS_ROOT/<kind>_s<seed> (logs/evaluator.csv,
 final.json) and reports, per seed, the global env steps and the wall-clock
@@ -391,11 +392,11 @@ SEED_COLUMNS = [
     ('env steps to 90%', 'r', lambda r: _cell(r['env_steps_to_90pct'])),
     ('s to 90%', 'r', lambda r: _cell(r['elapsed_s_to_90pct'])),
     ('final eval', 'r', lambda r: _cell(r['final_return'], '{:.1f}')),
+    (SAMPLED_COLUMN, 'r', lambda r: _cell(r['final_sampled_return'],
+                                          '{:.1f}')),
     ('max eval (at env steps)', 'r', lambda r: (
         '–' if r['max_return'] is None else
         f"{r['max_return']:.1f} ({r['max_return_env_steps']})")),
-    (SAMPLED_COLUMN, 'r', lambda r: _cell(r['final_sampled_return'],
-                                          '{:.1f}')),
     ('env steps', 'r', lambda r: str(r['env_steps'])),
     ('elapsed s', 'r', lambda r: _cell(r['elapsed_s'])),
     ('final ≥ 95% of max', 'l', lambda r: {True: 'yes', False: '**no**',
@@ -423,14 +424,15 @@ def print_tables(kinds, runs_by_kind, stats, expert: float) -> None:
     columns = [c for c in SEED_COLUMNS if c[0] != SAMPLED_COLUMN or
                any(r['final_sampled_return'] is not None for r in runs)]
     print('\n'.join(harness.md_table(columns, runs)))
-    print(harness.md_row([
-        '**median**', _cell(st['env_steps_to_50pct_median']),
-        _cell(st['elapsed_s_to_50pct_median']),
-        _cell(st['env_steps_to_90pct_median']),
-        _cell(st['elapsed_s_to_90pct_median']),
-        _cell(st['final_return_median'], '{:.1f}'),
-        _cell(st['max_return_median'], '{:.1f}')] +
-        [''] * (len(columns) - 7)))
+    medians = {
+        'seed': '**median**',
+        'env steps to 50%': _cell(st['env_steps_to_50pct_median']),
+        's to 50%': _cell(st['elapsed_s_to_50pct_median']),
+        'env steps to 90%': _cell(st['env_steps_to_90pct_median']),
+        's to 90%': _cell(st['elapsed_s_to_90pct_median']),
+        'final eval': _cell(st['final_return_median'], '{:.1f}'),
+        'max eval (at env steps)': _cell(st['max_return_median'], '{:.1f}')}
+    print(harness.md_row([medians.get(c[0], '') for c in columns]))
     print(f"\nreached 50%: {st['seeds_reaching_50pct']} seeds; reached 90%: "
           f"{st['seeds_reaching_90pct']} seeds; reached 90% and ended within "
           f"5% of the peak: {st['seeds_reaching_90pct_and_holding']} seeds "

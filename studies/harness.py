@@ -593,18 +593,29 @@ def _extension_plan(study: Study, run_dir: str, extend_from: str,
   the same cell of `extend_from`: 'extend' where that run finished below
   `budget` with the cell's config, else 'refuse' naming why (a cell started
   afresh instead would silently be another experiment, hours long)."""
+  from tandem.agents.runtime import supervision
   source = os.path.join(extend_from, os.path.basename(run_dir))
+  if os.path.exists(run_dir):  # no config.json: not a run to resume
+    return 'refuse', None, (f'{run_dir} exists but holds no run '
+                            '(config.json); remove it to extend the cell '
+                            f'from {source}')
   if not os.path.isfile(os.path.join(source, 'final.json')):
     return 'refuse', None, (f'{source}: no finished run to extend; drop '
                             '--extend_from to start the cell afresh')
   done = (read_json(os.path.join(source, 'final.json')) or {}).get('budget')
-  if not isinstance(done, int) or done >= budget:
-    return 'refuse', None, (f'{source} ran to a budget of {done!r}, not '
+  if not isinstance(done, int) or isinstance(done, bool):
+    return 'refuse', None, (f'{source}/final.json: no readable budget (an '
+                            'integer); cannot tell what the run ran to')
+  if done >= budget:
+    return 'refuse', None, (f'{source} ran to a budget of {done}, not '
                             f'below {budget}: nothing to extend')
   wrong = problems(read_json(os.path.join(source, 'config.json')))
   if wrong:
     return 'refuse', None, (f'{source} is not this {study.role}\'s run ('
                             + '; '.join(wrong) + ')')
+  if supervision.nodes_running(source):  # still writing into it
+    return 'refuse', None, (f'{source}: processes of its program are still '
+                            'running; wait for them to stop')
   return 'extend', study.command('--resume', run_dir,
                                  f'--env_step_budget={budget}'), (
       f'finished at a budget of {done} in {source}; copying it here and '
@@ -612,10 +623,17 @@ def _extension_plan(study: Study, run_dir: str, extend_from: str,
 
 
 def copy_run(source: str, run_dir: str) -> None:
-  """Copies the run directory `source` (and its log beside it) to
-  `run_dir`, which must not exist. The copy is built under another name
-  and renamed into place once whole, so a copy cut short leaves nothing a
-  study would read as the cell; `source` is only read."""
+  """Copies the finished run directory `source` (and its log beside it)
+  to `run_dir`, which must not exist, as a run to extend: its final.json
+  is moved where a resume past the budget moves it (launch/prepare.py's
+  archive_final), so the copy reads as interrupted, not finished, until
+  its extension finishes (a harness killed before the resume starts
+  resumes it next time, and no summary records it at the shorter budget).
+  The copy is built under another name and renamed into place once whole,
+  so a copy cut short leaves nothing a study would read as the cell;
+  `source` is only read."""
+  from tandem.agents.runtime.rundir import RunDir
+  from tandem.launch import prepare
   if os.path.exists(run_dir):
     raise FileExistsError(f'{run_dir}: already exists; not copying '
                           f'{source} over it')
@@ -625,6 +643,8 @@ def copy_run(source: str, run_dir: str) -> None:
   partial = f'{run_dir}.copying'
   shutil.rmtree(partial, ignore_errors=True)  # a copy cut short before
   shutil.copytree(source, partial, symlinks=True)
+  copied = RunDir(partial)
+  prepare.archive_final(copied, prepare.next_segment(copied))
   os.rename(partial, run_dir)
 
 

@@ -28,6 +28,7 @@ from tandem.agents.envs import environments
 from tandem.agents.mpo import actor as actor_lib
 from tandem.agents.nodes.node_envs import (ACTOR_ENVS, ACTOR_POLICY,
                                            EVALUATOR_ENV, EVALUATOR_POLICY,
+                                           EVALUATOR_SAMPLED_ENV,
                                            launch_seed_path,
                                            node_env_faults, rebuilding_env,
                                            seed_for)
@@ -287,6 +288,7 @@ class EvaluatorNode:
     self._logger = None
     self._actor = None
     self._sampling_actor = None
+    self._sampling_env = None
     self._policy = None  # the params of the latest _fetch_policy
 
   def _setup(self):
@@ -305,11 +307,22 @@ class EvaluatorNode:
                                     variable_source=self._latest_policy,
                                     deterministic=True)
       if self._tc.eval_sampled:
-        # The same params as the mean action's, refreshed after them.
+        # The same params as the mean action's, refreshed after them, in an
+        # environment of their own: the mean action's episodes start where
+        # they would without the samples'.
         self._sampling_actor = actor_lib.Actor(
             self._tc.mpo, self._policy,
             seed=seed_for(*self._root, EVALUATOR_POLICY),
             variable_source=lambda: self._policy)
+        self._sampling_env = rebuilding_env(
+            self._tc.env, (*self._root, EVALUATOR_SAMPLED_ENV), self._faults,
+            slot=1, recover_on='episode')
+        header = self._logger.columns
+        if header is not None and SAMPLED_COLUMNS[0] not in header:
+          logging.warning(
+              '%s began without the columns %s (eval_sampled was off): '
+              'they go to TensorBoard and final.json only',
+              self._logger.path, ', '.join(SAMPLED_COLUMNS))
 
   def _latest_policy(self):
     """Fetches the learner's latest policy params and keeps them for the
@@ -365,8 +378,8 @@ class EvaluatorNode:
     if self._sampling_actor is None:
       return dict.fromkeys(SAMPLED_COLUMNS, float('nan'))
     self._sampling_actor.update(wait=True)
-    returns, _ = run_episodes(self._env, self._sampling_actor, episodes,
-                              record=False)
+    returns, _ = run_episodes(self._sampling_env, self._sampling_actor,
+                              episodes, record=False)
     return dict(zip(SAMPLED_COLUMNS, (float(np.mean(returns)),
                                       float(np.min(returns)),
                                       float(np.max(returns)))))

@@ -23,7 +23,9 @@ from tandem.agents.runtime.rundir import RunDir, capture_errors
 
 def _finite_or_none(value):
   """`value` where it is a finite number, else None (JSON's null)."""
-  return value if isinstance(value, float) and math.isfinite(value) else None
+  finite = (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+  return value if finite else None
 
 
 class CounterNode(counting.Counter):

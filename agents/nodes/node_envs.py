@@ -23,8 +23,9 @@ def seed_for(*path: int) -> int:
 ACTOR_ENVS, ACTOR_POLICY, EVALUATOR_ENV = 0, 1, 2
 # Marks the seed path of a resumed launch (segment >= 2).
 RESUMED = 4
-# The evaluator's sampled actions (TrainConfig.eval_sampled).
-EVALUATOR_POLICY = 5
+# The evaluator's sampled actions and the environment they act in
+# (TrainConfig.eval_sampled).
+EVALUATOR_POLICY, EVALUATOR_SAMPLED_ENV = 5, 6
 
 
 def launch_seed_path(seed: int, segment: int) -> tuple:

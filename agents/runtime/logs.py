@@ -78,6 +78,12 @@ class Logger:
   def path(self) -> str:
     return self._path
 
+  @property
+  def columns(self) -> Optional[list]:
+    """The CSV's header: fixed by its first row (an earlier launch's, on
+    a resume); a later row's other columns go to TensorBoard only."""
+    return self._fields
+
   def write(self, row: Mapping[str, float]) -> None:
     missing = [k for k in self._required if k not in row]
     if missing:

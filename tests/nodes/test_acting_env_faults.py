@@ -324,8 +324,78 @@ def test_the_evaluator_scores_the_policys_samples_beside_its_mean(
     assert 0.5 < row['eval_sampled_return_min'] <= row['eval_sampled_return']
     assert row['eval_sampled_return'] <= row['eval_sampled_return_max'] < 5.0
     assert 1.0 < row['eval_sampled_return'] < 3.0
-  # Its own seed: the same samples whenever the run is repeated.
+  # Its own seed, from the run's: the same samples whenever the run is
+  # repeated, others in a run of another seed (the environment here is
+  # the same whatever its seed).
   assert rows[0]['eval_sampled_return'] == rows[1]['eval_sampled_return']
+  other = _evaluator(program, _config(eval_sampled=True, seed=8))
+  assert other.evaluate_now(episodes=4)['eval_sampled_return'] != (
+      rows[0]['eval_sampled_return'])
   written = logs.read_csv(os.path.join(program.rd.logs, 'evaluator.csv'))
-  assert [r['eval_sampled_return'] for r in written[1:]] == [
+  assert [r['eval_sampled_return'] for r in written[1:3]] == [
       r['eval_sampled_return'] for r in rows]
+
+
+class _RandomStarts(ScriptedEnv):
+  """Each episode starts at a value drawn from its seed's stream and is
+  rewarded that value per step: a return says which start it had."""
+
+  def __init__(self, seed):
+    super().__init__(0)
+    self._rng = np.random.default_rng(seed)
+    self._start = 0.0
+
+  def reset(self):
+    self._start = float(self._rng.uniform())
+    return super().reset()
+
+  def step(self, action):
+    timestep = super().step(action)
+    return timestep._replace(reward=np.float32(self._start))
+
+
+def test_the_samples_leave_the_mean_actions_episodes_as_they_were(
+    program, monkeypatch):
+  monkeypatch.setattr(environments, 'make_environment',
+                      lambda name=None, seed=None: _RandomStarts(seed))
+  returns = {}
+  for sampled in (False, True):
+    evaluator = _evaluator(program, _config(eval_sampled=sampled))
+    returns[sampled] = [evaluator.evaluate_now(episodes=2)
+                        for _ in range(3)]
+  # The mean action's episodes start from the same states, evaluation
+  # after evaluation, whether samples ran between them or not.
+  assert [r['eval_return'] for r in returns[True]] == [
+      r['eval_return'] for r in returns[False]]
+  # The samples' episodes start from their own stream.
+  assert [r['eval_sampled_return'] for r in returns[True]] != [
+      r['eval_return'] for r in returns[True]]
+
+
+def test_a_fault_in_the_samples_episodes_is_counted_and_discarded(program):
+  # Built in order: the mean action's environment, then the samples'; the
+  # samples' faults 3 steps into its first episode and is rebuilt.
+  program.factory.plans = [{}, {'fail_step': 3}]
+  row = _evaluator(program, _config(eval_sampled=True)).evaluate_now(
+      episodes=2)
+  assert row['eval_return'] == 5.0
+  assert row['eval_sampled_return'] == row['eval_sampled_return_min'] == 5.0
+  assert row['eval_env_faults'] == 1 and row['env_faults'] == 1
+  assert program.counter.get_counts()['env_faults'] == 1
+  assert len(program.factory.built) == 3
+  assert program.factory.seeds[2] == node_envs.env_seed(
+      (7, node_envs.EVALUATOR_SAMPLED_ENV), 1)
+
+
+def test_a_log_begun_without_the_samples_columns_is_warned_about(program,
+                                                                 caplog):
+  # An evaluator.csv from a version without eval_sampled: its header stays.
+  path = os.path.join(program.rd.logs, 'evaluator.csv')
+  with open(path, 'w') as f:
+    f.write('env_steps,learner_steps,elapsed_s,eval_return\n0,0,0.0,1.0\n')
+  with caplog.at_level('WARNING'):
+    row = _evaluator(program, _config(eval_sampled=True)).evaluate_now(
+        episodes=1)
+  assert row['eval_sampled_return'] == 5.0
+  assert 'began without the columns eval_sampled_return' in caplog.text
+  assert 'eval_sampled_return' not in logs.read_csv(path)[-1]

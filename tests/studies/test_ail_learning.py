@@ -284,9 +284,13 @@ def test_the_samples_final_return_is_a_column_where_a_run_has_it(tmp_path,
           for line in out.splitlines() if line.startswith('| ') and
           line.split('|')[1].strip() in ('0', '1')}
   assert (rows['0'][at], rows['1'][at]) == ('–', '854.0')
-  # The median row lines up with the header.
-  median = next(line for line in out.splitlines() if '**median**' in line)
-  assert len(median.split('|')) == len(header.split('|'))
+  # The median row lines up with the header: the finals' median (800, 700)
+  # under 'final eval', none under the samples'.
+  median = [c.strip() for c in next(
+      line for line in out.splitlines() if '**median**' in line).split('|')]
+  assert len(median) == len(cells)
+  assert median[cells.index('final eval')] == '750.0'
+  assert median[at] == ''
   assert got['runs']['airl_s1']['final_sampled_return'] == 854.0
   # Recorded with the run: the record reads back with it.
   again = al.summarise(str(tmp_path / 'gone'), ['airl'], DEMOS,

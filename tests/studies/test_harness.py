@@ -4,6 +4,7 @@ records, the grid's plan and runner, statistics and reports."""
 
 import argparse
 import csv
+import fcntl
 import json
 import math
 import os
@@ -452,13 +453,33 @@ def test_plan_extends_a_cell_that_finished_below_the_budget_elsewhere(
       'to start the cell afresh'))
   _write_run(shorter, 'c', 0, [1.0], finished=False)
   assert plan(variant='c')[0] == 'refuse'
+  torn = _write_run(shorter, 'd', 0, [1.0])
+  open(os.path.join(torn, 'final.json'), 'w').write('{"budget": "1k"}')
+  assert plan(variant='d') == ('refuse', None, (
+      f'{torn}/final.json: no readable budget (an integer); cannot tell '
+      'what the run ran to'))
   assert plan(problems=lambda config: [f'seed {config["seed"]}']) == (
       'refuse', None, f"{source} is not this variant's run (seed 0)")
-  # Once copied, the cell is the runs root's: an extension cut short is
-  # resumed, a finished one skipped.
-  _write_run(tmp_path / 'runs', 'a', 0, [1.0], finished=False)
-  assert plan()[:2] == ('resume', study.command(
-      '--resume', run_dir, '--env_step_budget=2000'))
+  # A program still writing into it (its nodes hold the lock) is waited for.
+  from tandem.agents.runtime import supervision
+  with open(os.path.join(source, supervision.NODES_LOCK), 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    assert plan() == ('refuse', None, (
+        f'{source}: processes of its program are still running; wait for '
+        'them to stop'))
+  assert plan()[0] == 'extend'
+  # A folder in the cell's place that holds no run is not copied over.
+  os.makedirs(run_dir)
+  assert plan() == ('refuse', None, (
+      f'{run_dir} exists but holds no run (config.json); remove it to '
+      f'extend the cell from {source}'))
+  os.rmdir(run_dir)
+  # Once copied, the cell is the runs root's: interrupted (its extension
+  # not begun or cut short) until the extension finishes, then skipped.
+  hs.copy_run(source, run_dir)
+  assert plan() == ('resume', study.command(
+      '--resume', run_dir, '--env_step_budget=2000'),
+      'interrupted; continuing it')
   (tmp_path / 'runs' / 'a_s0' / 'final.json').write_text(
       json.dumps({'budget': 2000}))
   assert plan() == ('skip', None, 'finished')
@@ -466,13 +487,21 @@ def test_plan_extends_a_cell_that_finished_below_the_budget_elsewhere(
 
 def test_copy_run_copies_whole_or_not_at_all(tmp_path):
   source = _write_run(tmp_path / 'shorter', 'a', 0, [1.0, 2.0])
+  # One launch so far: its node logs are nodes/segment-1.
+  with open(os.path.join(source, 'config_history.jsonl'), 'w') as f:
+    f.write(json.dumps({'segment': 1, 'resume': False}) + '\n')
   (tmp_path / 'shorter' / 'a_s0.log').write_text('the first 1000 steps\n')
   (tmp_path / 'runs').mkdir()
   dest = str(tmp_path / 'runs' / 'a_s0')
   # A copy cut short earlier left its partial folder: replaced, not kept.
   os.makedirs(dest + '.copying/stale')
   hs.copy_run(source, dest)
-  assert sorted(os.listdir(dest)) == sorted(os.listdir(source))
+  # final.json goes where the resume past the budget would move it: the
+  # copy is a run to continue, not a finished one.
+  assert sorted(os.listdir(dest)) == sorted(
+      set(os.listdir(source)) - {'final.json'} | {'nodes'})
+  with open(os.path.join(dest, 'nodes', 'segment-1', 'final.json')) as f:
+    assert json.load(f) == {'budget': 1000, 'final_eval_return': 2.0}
   with open(os.path.join(dest, 'logs', 'evaluator.csv')) as f:
     assert f.read().splitlines()[-1] == '500,1,2.0,0'
   assert not os.path.exists(dest + '.copying')
