@@ -549,6 +549,7 @@ def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
   cell's, [] where it is."""
   run_dir = os.path.join(runs_root, cell_name(variant, seed))
   config_path = os.path.join(run_dir, 'config.json')
+  resume = study.command('--resume', run_dir, f'--env_step_budget={budget}')
   if os.path.isfile(os.path.join(run_dir, 'final.json')):
     final = read_json(os.path.join(run_dir, 'final.json')) or {}
     note = _finished_note('finished', final.get('budget'), budget,
@@ -573,10 +574,10 @@ def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
     return 'skip', None, note
   if not os.path.isfile(config_path):
     if extend_from is not None:
-      return _extension_plan(study, run_dir, extend_from, budget, problems)
+      return _extension_plan(study, run_dir, extend_from, budget, problems,
+                             resume)
     return 'start', start, 'new'
   wrong = problems(read_json(config_path))
-  resume = study.command('--resume', run_dir, f'--env_step_budget={budget}')
   if not wrong:
     return 'resume', resume, 'interrupted; continuing it'
   if study.strict:  # continuing it would add another variant's run
@@ -588,9 +589,10 @@ def plan_cell(study: Study, runs_root: str, records_dir, variant: str,
 
 
 def _extension_plan(study: Study, run_dir: str, extend_from: str,
-                    budget: int, problems: Callable) -> tuple:
+                    budget: int, problems: Callable, resume: list) -> tuple:
   """plan_cell's plan for a cell absent from its runs root, continued from
-  the same cell of `extend_from`: 'extend' where that run finished below
+  the same cell of `extend_from`: 'extend' (with the cell's `resume`
+  command, run once the copy is in place) where that run finished below
   `budget` with the cell's config, else 'refuse' naming why (a cell started
   afresh instead would silently be another experiment, hours long)."""
   from tandem.agents.runtime import supervision
@@ -616,8 +618,7 @@ def _extension_plan(study: Study, run_dir: str, extend_from: str,
   if supervision.nodes_running(source):  # still writing into it
     return 'refuse', None, (f'{source}: processes of its program are still '
                             'running; wait for them to stop')
-  return 'extend', study.command('--resume', run_dir,
-                                 f'--env_step_budget={budget}'), (
+  return 'extend', resume, (
       f'finished at a budget of {done} in {source}; copying it here and '
       f'continuing it to {budget}')
 

@@ -269,8 +269,16 @@ def first_evaluation_at(env_steps: int, period: int) -> int:
   return 0 if env_steps < period else (env_steps // period + 1) * period
 
 
-SAMPLED_COLUMNS = ('eval_sampled_return', 'eval_sampled_return_min',
-                   'eval_sampled_return_max')
+def return_columns(name: str, returns) -> dict:
+  """{name, name_min, name_max}: the mean, lowest and highest of episode
+  `returns` (NaN each where there are none)."""
+  if not len(returns):
+    return dict.fromkeys((name, f'{name}_min', f'{name}_max'), float('nan'))
+  return {name: float(np.mean(returns)), f'{name}_min': float(np.min(returns)),
+          f'{name}_max': float(np.max(returns))}
+
+
+SAMPLED_COLUMNS = tuple(return_columns('eval_sampled_return', ()))
 
 
 class EvaluatorNode:
@@ -362,9 +370,7 @@ class EvaluatorNode:
              'env_faults': max(int(counts.get('env_faults', 0)),
                                self._faults.global_count),
              'eval_env_faults': self._faults.total - faults_before,
-             'eval_return': float(np.mean(returns)),
-             'eval_return_min': float(np.min(returns)),
-             'eval_return_max': float(np.max(returns)),
+             **return_columns('eval_return', returns),
              'final': int(label == 'final')}
       self._logger.write(row)
       call(self._counter, 'set_extra', last_eval_return=row['eval_return'],
@@ -375,14 +381,12 @@ class EvaluatorNode:
     """The return of `episodes` episodes of the policy's samples, from
     the params the mean action's episodes ran (NaN where eval_sampled is
     off)."""
-    if self._sampling_actor is None:
-      return dict.fromkeys(SAMPLED_COLUMNS, float('nan'))
-    self._sampling_actor.update(wait=True)
-    returns, _ = run_episodes(self._sampling_env, self._sampling_actor,
-                              episodes, record=False)
-    return dict(zip(SAMPLED_COLUMNS, (float(np.mean(returns)),
-                                      float(np.min(returns)),
-                                      float(np.max(returns)))))
+    returns = ()
+    if self._sampling_actor is not None:
+      self._sampling_actor.update(wait=True)
+      returns, _ = run_episodes(self._sampling_env, self._sampling_actor,
+                                episodes, record=False)
+    return return_columns('eval_sampled_return', returns)
 
   def _fetch_policy(self):
     """The learner's latest policy params (a subclass also fetches what
