@@ -839,10 +839,14 @@ def test_a_sigint_to_the_harness_alone_stops_the_run_once(tmp_path):
 
 # A cell's run that, on SIGINT, leaves a file saying so: with its reader
 # gone it cannot print.
+# The marker is written under another name and renamed into place, so the
+# test that polls for it never reads it half written.
 _MARKS_SIGINT = """
-import signal, sys, time
+import os, signal, sys, time
 def stop(*_):
-  open(sys.argv[1], 'w').write('stopped')
+  with open(sys.argv[1] + '.tmp', 'w') as f:
+    f.write('stopped')
+  os.replace(sys.argv[1] + '.tmp', sys.argv[1])
   sys.exit(130)
 signal.signal(signal.SIGINT, stop)
 print('ready', flush=True)
