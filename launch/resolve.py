@@ -4,6 +4,7 @@ overrides, or a run's stored config.json with the changes a resume allows."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -115,6 +116,10 @@ def resolve_train_config(args, extra: Sequence[str],
                        'a Tandem run directory?')
     if 'name' in overrides:
       raise UsageError('--name cannot change on --resume')
+    if 'runs_root' in overrides:
+      raise UsageError(f'--runs_root cannot be given with --resume: a run '
+                       f'resumes in its own directory ({args.resume}); move '
+                       'the directory to move the run')
     data = read_run_json(cfg_path, f'--resume {args.resume}')
     check_kind(config_lib.config_class(data), command,
                 f'--resume {args.resume}')
@@ -131,8 +136,8 @@ def resolve_train_config(args, extra: Sequence[str],
     replay_checks.check_replay_changes(
         changed, resumed, os.path.abspath(args.resume),
         getattr(args, 'drop_replay', False))
-    cfg = resumed
     run_dir = os.path.abspath(args.resume)
+    cfg = in_its_folder(resumed, run_dir)
   else:
     if not args.config:
       raise UsageError('tandem train needs --config <file.py>:<name> or '
@@ -148,6 +153,17 @@ def resolve_train_config(args, extra: Sequence[str],
   # A new run's horizon of 0 becomes a count here; a resumed run's
   # config.json holds the count its run started with.
   return horizons.over_the_budget(cfg), run_dir, bool(args.resume)
+
+
+def in_its_folder(cfg, run_dir: str):
+  """`cfg` with runs_root the folder `run_dir` is in, where the stored one
+  names another (the run was copied or moved): what a resumed run's
+  config.json and history then record. A stored path that resolves to that
+  folder is kept as written."""
+  here = os.path.dirname(os.path.abspath(run_dir))
+  if os.path.abspath(cfg.runs_root) == here:
+    return cfg
+  return dataclasses.replace(cfg, runs_root=here)
 
 
 def _no_constants(name: str):

@@ -36,6 +36,11 @@ RESUMABLE_FIELDS = frozenset({
         # Where the run runs, not what it computes.
         f'cloud.{f.name}' for f in dataclasses.fields(CloudConfig))
 
+# Set by a resume itself, never by a flag: the folder the run's directory is
+# in now (a run copied or moved elsewhere resumes where it is, and its
+# config.json and history say so).
+SET_BY_RESUME = frozenset({'runs_root'})
+
 
 def check_resume_overrides(old: 'config_lib.TrainConfig | dict',
                            new: 'config_lib.TrainConfig | dict') -> dict:
@@ -46,7 +51,8 @@ def check_resume_overrides(old: 'config_lib.TrainConfig | dict',
   after = new if isinstance(new, dict) else config_lib.leaf_fields(new)
   changed = {p: (before.get(p), after[p]) for p in after
              if before.get(p) != after[p]}
-  refused = sorted(p for p in changed if p not in RESUMABLE_FIELDS)
+  refused = sorted(p for p in changed
+                   if p not in RESUMABLE_FIELDS | SET_BY_RESUME)
   if refused:
     raise ConfigError(
         f'--resume cannot change {refused}: they define the run (a changed '

@@ -371,6 +371,38 @@ def test_resume_refuses_overrides_that_change_the_run(capsys, tmp_path,
   assert open(rd.config).read() == before
 
 
+def test_a_moved_run_resumes_with_the_folder_it_is_in_as_its_runs_root(
+    capsys, tmp_path, monkeypatch):
+  import shutil
+  rd = _fake_run(tmp_path / 'first')
+  moved = tmp_path / 'elsewhere'
+  moved.mkdir()
+  shutil.copytree(rd.root, moved / 'tiny')
+  rc = cli.main(['train', '--resume', str(moved / 'tiny'), '--show_config'])
+  assert rc == errors.EXIT_OK
+  assert f'--runs_root={moved}' in capsys.readouterr().out
+  # The history names the move as a change of the resume's own.
+  cfg = config_lib.from_dict(json.load(open(rd.config)))
+  copied = RunDir(str(moved / 'tiny'))
+  prepare.record_config_history(copied, resolve.in_its_folder(
+      cfg, copied.root), resume=True)
+  line = json.loads(open(os.path.join(copied.root,
+                                      'config_history.jsonl')).read())
+  assert line['changed'] == {'runs_root': {'from': str(tmp_path / 'first'),
+                                           'to': str(moved)}}
+  # Resumed where it is, a stored path that leads there is kept as written.
+  monkeypatch.chdir(tmp_path)
+  relative = config_lib.apply_overrides(cfg, {'runs_root': 'first'})
+  assert resolve.in_its_folder(relative, rd.root) is relative
+  # A flag cannot move it: refused by name, nothing written.
+  before = open(rd.config).read()
+  rc, err = _main(capsys, 'train', '--resume', rd.root, '--runs_root',
+                  str(moved))
+  assert rc == errors.EXIT_BAD_INPUT, err
+  assert '--runs_root cannot be given with --resume' in err, err
+  assert open(rd.config).read() == before
+
+
 def test_config_history_records_what_a_resume_changed(tmp_path):
   cfg = config_lib.apply_overrides(named.tiny(), {'runs_root': str(tmp_path)})
   rd = RunDir(str(tmp_path / 'tiny')).make()
