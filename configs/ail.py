@@ -253,7 +253,10 @@ def airl_nobc_walker() -> AILTrainConfig:
   walker:walk, without behaviour cloning: the wider policy to 700k env
   steps). A stddev allowed to shrink (epsilon_stddev 1e-5, its dual from
   10) reopened the policy term's gap and one seed of three failed (the same
-  file: a stddev that may shrink), so the stddev stays held here."""
+  file: a stddev that may shrink), so the stddev stays held here. At
+  `airl_point_mass`'s λ = 0 no seed held 90% and one collapsed (the same
+  file: no gradient penalty), so λ stays 10 here and the two configs
+  differ in it."""
   walker = airl_walker()
   return dataclasses.replace(
       walker, name='airl_nobc_walker',
