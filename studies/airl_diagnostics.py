@@ -17,6 +17,13 @@ over the sampled episodes' transitions ("agent"):
   d_*           D = σ(f − log π)
   mean_abs_mu   |μ(s)| of the policy on the expert's states (> 1: beyond
                 the action box, where the clipped critic is flat)
+  beyond_box_*  the fraction of the policy mean's entries beyond the box,
+                |μ(s)| > 1, on the expert's and the agent's states
+  at_edge_*     the fraction of the action entries on the box's edge,
+                |a| >= 0.99: the expert's, and the agent's samples (a mean
+                action reaches the edge only where μ is beyond it, so a
+                wide policy's samples and its mean action use the edge as
+                often only where these agree)
   agent_return  the sampled episodes' mean true return
 
 A log-π gap (log_pi_agent − log_pi_expert) of many nats lets a constant f
@@ -47,6 +54,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # harness
 import harness  # studies/harness.py
 
 
+# An action entry this close to the normalised box's bound (1) counts as on
+# its edge: the actors clip to the bound exactly, demonstrations may hold
+# values a rounding away from it.
+EDGE = 0.99
+
+
 def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
              *, episodes: int, seed: int) -> dict:
   tc, checkpoint, counts, state = harness.restore_ail_run(
@@ -69,6 +82,9 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
   for name, t in (('expert', expert), ('agent', agent)):
     log_pi = ail_learner.policy_log_prob(tc.mpo, policy, t.observation,
                                          t.action)
+    mu = mpo_learner.apply_policy(tc.mpo, policy, t.observation).mean
+    out[f'beyond_box_{name}'] = float(jnp.mean(jnp.abs(mu) > 1.0))
+    out[f'at_edge_{name}'] = float(np.mean(np.abs(t.action) >= EDGE))
     f = disc.score(tc.ail, d.params, d.normalizer, t, tc.mpo.discount)
     g = disc.rewards(g_cfg, d.params, d.normalizer, t, tc.mpo.discount)
     out[f'log_pi_{name}'] = float(jnp.mean(log_pi))

@@ -58,6 +58,8 @@ def test_reports_the_latest_checkpoint_and_its_counts(tmp_path, demos):
             'd_expert', 'd_agent', 'mean_abs_mu', 'agent_return'):
     assert np.isfinite(r[k]), k
   assert r['mean_abs_mu'] < 0.1  # the initial policy's mean is near 0
+  assert r['beyond_box_expert'] == r['beyond_box_agent'] == 0.0
+  assert 0.0 <= r['at_edge_expert'] < 1.0
   assert tool.markdown_row(r).startswith('| airl_linear, 1234 |')
 
 
@@ -69,6 +71,11 @@ def test_shows_a_mean_beyond_the_box_and_the_log_pi_gap_it_opens(
   # Its own actions sit on the edge, nearly certain under the clipped
   # Gaussian; the demonstrations' interior actions are many nats rarer.
   assert r['log_pi_agent'] - r['log_pi_expert'] > 5.0
+  # Every entry of its mean is beyond the box, and nearly every sample it
+  # acts with is clipped onto the edge (N(3, σ) falls below 1 rarely).
+  assert r['beyond_box_expert'] == r['beyond_box_agent'] == 1.0
+  assert r['at_edge_agent'] > 0.9
+  assert r['at_edge_expert'] < r['at_edge_agent']
   squashed = tool.diagnose(
       _run_dir(tmp_path, mean_bias=3.0, policy_mean='tanh'), None, demos,
       episodes=1, seed=0)
