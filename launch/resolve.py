@@ -137,7 +137,11 @@ def resolve_train_config(args, extra: Sequence[str],
         changed, resumed, os.path.abspath(args.resume),
         getattr(args, 'drop_replay', False))
     run_dir = os.path.abspath(args.resume)
-    cfg = in_its_folder(resumed, run_dir)
+    # A cloud job's runs_root is the run's place as its replicas see it (the
+    # bucket's mount), not as this machine does: the cloud launch holds the
+    # two together (launch/cloud/vertex.py) and it stays as stored.
+    cfg = (resumed if getattr(args, 'launch', None) in config_lib.VERTEX
+           else in_its_folder(resumed, run_dir))
   else:
     if not args.config:
       raise UsageError('tandem train needs --config <file.py>:<name> or '
@@ -157,7 +161,7 @@ def resolve_train_config(args, extra: Sequence[str],
 
 def in_its_folder(cfg, run_dir: str):
   """`cfg` with runs_root the folder `run_dir` is in, where the stored one
-  names another (the run was copied or moved): what a resumed run's
+  names another (the run was copied or moved): what a locally resumed run's
   config.json and history then record. A stored path that resolves to that
   folder is kept as written."""
   here = os.path.dirname(os.path.abspath(run_dir))
