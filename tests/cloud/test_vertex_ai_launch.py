@@ -102,3 +102,21 @@ def test_a_resume_elsewhere_than_runs_root_is_refused(capsys, mount, tmp_path,
                  f'--cloud.local_mount={mount}'])
   err = capsys.readouterr().err
   assert rc == 2 and f'--resume {copy}' in err and 'runs_root/name' in err, err
+
+
+def test_a_resume_through_the_mount_keeps_the_replicas_runs_root(
+    capsys, mount, cloud_python):  # noqa: F811
+  # The launcher names the run where this machine mounts the bucket; the
+  # run's runs_root stays where the replicas see it, not the mount's path.
+  del cloud_python
+  with fake_vertex.serve() as vertex:
+    assert _launch(capsys, vertex.endpoint, mount)[0] == 0
+  run_dir = mount / 'runs' / 'tiny'
+  rc = cli.main(['train', '--resume', str(run_dir), '--launch', 'vertex_ai',
+                 f'--cloud.local_mount={mount}', '--cloud.dry_run=true',
+                 '--show_config'])
+  out = capsys.readouterr().out
+  assert rc == 0
+  assert '--runs_root=/gcs/my-bucket/runs' in out, out
+  assert json.loads((run_dir / 'config.json').read_text())['runs_root'] == \
+      '/gcs/my-bucket/runs'
