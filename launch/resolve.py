@@ -17,6 +17,7 @@ from tandem.launch import horizons
 from tandem.launch import programs
 from tandem.launch import replay_checks
 from tandem.launch import resuming
+from tandem.launch.cloud import config as cloud_config
 from tandem.launch.errors import UsageError
 
 
@@ -137,11 +138,7 @@ def resolve_train_config(args, extra: Sequence[str],
         changed, resumed, os.path.abspath(args.resume),
         getattr(args, 'drop_replay', False))
     run_dir = os.path.abspath(args.resume)
-    # A cloud job's runs_root is the run's place as its replicas see it (the
-    # bucket's mount), not as this machine does: the cloud launch holds the
-    # two together (launch/cloud/vertex.py) and it stays as stored.
-    cfg = (resumed if getattr(args, 'launch', None) in config_lib.VERTEX
-           else in_its_folder(resumed, run_dir))
+    cfg = in_its_folder(resumed, run_dir)
   else:
     if not args.config:
       raise UsageError('tandem train needs --config <file.py>:<name> or '
@@ -161,11 +158,15 @@ def resolve_train_config(args, extra: Sequence[str],
 
 def in_its_folder(cfg, run_dir: str):
   """`cfg` with runs_root the folder `run_dir` is in, where the stored one
-  names another (the run was copied or moved): what a locally resumed run's
+  names another (the run was copied or moved): what a resumed run's
   config.json and history then record. A stored path that resolves to that
-  folder is kept as written."""
+  folder is kept as written, and so is a bucket path (under /gcs/): a Vertex
+  AI run's runs_root is where its replicas see it, which this machine names
+  through the bucket's mount, and a later cloud resume needs it as it was
+  (launch/cloud/vertex.py holds the two together)."""
   here = os.path.dirname(os.path.abspath(run_dir))
-  if os.path.abspath(cfg.runs_root) == here:
+  if (os.path.abspath(cfg.runs_root) == here or
+      cloud_config.under(cfg.runs_root, cloud_config.GCS_MOUNT)):
     return cfg
   return dataclasses.replace(cfg, runs_root=here)
 

@@ -120,3 +120,8 @@ def test_a_resume_through_the_mount_keeps_the_replicas_runs_root(
   assert '--runs_root=/gcs/my-bucket/runs' in out, out
   assert json.loads((run_dir / 'config.json').read_text())['runs_root'] == \
       '/gcs/my-bucket/runs'
+  # A local resume through the mount keeps it too, so a later cloud resume
+  # still finds its run.
+  rc = cli.main(['train', '--resume', str(run_dir), '--show_config'])
+  assert rc == 0
+  assert '--runs_root=/gcs/my-bucket/runs' in capsys.readouterr().out
