@@ -79,11 +79,13 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
   out = {'run': os.path.basename(os.path.normpath(run_dir)),
          'checkpoint': os.path.basename(checkpoint),
          'env_steps': counts.get('env_steps')}
+  dists = {}
   for name, t in (('expert', expert), ('agent', agent)):
     log_pi = ail_learner.policy_log_prob(tc.mpo, policy, t.observation,
                                          t.action)
-    mu = mpo_learner.apply_policy(tc.mpo, policy, t.observation).mean
-    out[f'beyond_box_{name}'] = float(jnp.mean(jnp.abs(mu) > 1.0))
+    dists[name] = mpo_learner.apply_policy(tc.mpo, policy, t.observation)
+    out[f'beyond_box_{name}'] = float(jnp.mean(jnp.abs(dists[name].mean) >
+                                               1.0))
     out[f'at_edge_{name}'] = float(np.mean(np.abs(t.action) >= EDGE))
     f = disc.score(tc.ail, d.params, d.normalizer, t, tc.mpo.discount)
     g = disc.rewards(g_cfg, d.params, d.normalizer, t, tc.mpo.discount)
@@ -91,7 +93,7 @@ def diagnose(run_dir: str, checkpoint: str | None, demos_path: str | None,
     out[f'f_{name}'] = float(jnp.mean(f))
     out[f'g_{name}'] = float(jnp.mean(g))
     out[f'd_{name}'] = float(jnp.mean(jax.nn.sigmoid(f - log_pi)))
-  dist = mpo_learner.apply_policy(tc.mpo, policy, expert.observation)
+  dist = dists['expert']
   out['mean_abs_mu'] = float(jnp.mean(jnp.abs(dist.mean)))
   out['mean_stddev'] = float(jnp.mean(dist.stddev))
   out['agent_return'] = agent_return
