@@ -134,10 +134,9 @@ def resolve_train_config(args, extra: Sequence[str],
           '--<field>=<value> with a value it accepts; otherwise resume with '
           'the code the run was started with (its commit is in '
           'config_history.jsonl)') from e
-    replay_checks.check_replay_changes(
-        changed, resumed, os.path.abspath(args.resume),
-        getattr(args, 'drop_replay', False))
     run_dir = os.path.abspath(args.resume)
+    replay_checks.check_replay_changes(
+        changed, resumed, run_dir, getattr(args, 'drop_replay', False))
     cfg = in_its_folder(resumed, run_dir)
   else:
     if not args.config:
@@ -157,14 +156,14 @@ def resolve_train_config(args, extra: Sequence[str],
 
 
 def in_its_folder(cfg, run_dir: str):
-  """`cfg` with runs_root the folder `run_dir` is in, where the stored one
+  """`cfg` with runs_root the folder `run_dir` (an absolute path) is in, where the stored one
   names another (the run was copied or moved): what a resumed run's
   config.json and history then record. A stored path that resolves to that
   folder is kept as written, and so is a bucket path (under /gcs/): a Vertex
   AI run's runs_root is where its replicas see it, which this machine names
   through the bucket's mount, and a later cloud resume needs it as it was
   (launch/cloud/vertex.py holds the two together)."""
-  here = os.path.dirname(os.path.abspath(run_dir))
+  here = os.path.dirname(run_dir)
   if (os.path.abspath(cfg.runs_root) == here or
       cloud_config.under(cfg.runs_root, cloud_config.GCS_MOUNT)):
     return cfg
