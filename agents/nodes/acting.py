@@ -309,7 +309,8 @@ class EvaluatorNode:
       self._env = rebuilding_env(self._tc.env, (*self._root, EVALUATOR_ENV),
                                  self._faults, recover_on='episode')
       self._logger = logs.Logger(self._run_dir.logs, 'evaluator',
-                                 tensorboard=self._tc.tensorboard)
+                                 tensorboard=self._tc.tensorboard,
+                                 optional=SAMPLED_COLUMNS)
       self._actor = actor_lib.Actor(self._tc.mpo, self._latest_policy(),
                                     seed=0,
                                     variable_source=self._latest_policy,
@@ -328,8 +329,8 @@ class EvaluatorNode:
         header = self._logger.columns
         if header is not None and SAMPLED_COLUMNS[0] not in header:
           logging.warning(
-              '%s began without the columns %s (eval_sampled was off): '
-              'they go to TensorBoard and final.json only',
+              '%s began without the columns %s (a log written without '
+              'them): they go to TensorBoard and final.json only',
               self._logger.path, ', '.join(SAMPLED_COLUMNS))
 
   def _latest_policy(self):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import itertools
 import logging
+import math
 import os
 import socket
 import time
@@ -41,11 +42,17 @@ def count_columns(counts: Mapping[str, float]) -> dict:
 
 
 class Logger:
-  """Writes rows to <dir>/<label>.csv and (optionally) TensorBoard."""
+  """Writes rows to <dir>/<label>.csv and (optionally) TensorBoard.
+
+  `optional` names columns that are NaN where a run does not measure them
+  (the CSV keeps them, so its header holds whether or not a resume turns
+  them on): TensorBoard gets them only where finite, not a series of NaN.
+  """
 
   def __init__(self, directory: str, label: str, tensorboard: bool = True,
-               required=REQUIRED):
+               required=REQUIRED, optional=()):
     self._required = tuple(required)
+    self._optional = frozenset(optional)
     self._dir = directory
     self._label = label
     os.makedirs(directory, exist_ok=True)
@@ -120,7 +127,8 @@ class Logger:
         int(row['env_steps']), float(row['wall_time']),
         {f'{self._label}/{k}': v for k, v in row.items()
          if k not in ('env_steps', 'wall_time') and
-         isinstance(v, (int, float))})
+         isinstance(v, (int, float)) and
+         not (k in self._optional and math.isnan(v))})
 
 
 def _last_step_rows(header: list, rows) -> tuple:

@@ -1,5 +1,6 @@
 """Helpers for whole-program tests: run `tandem` as a newcomer would."""
 
+import math
 import os
 import subprocess
 import sys
@@ -131,14 +132,18 @@ def listening_addresses(pid: int) -> list:
 def tensorboard_matches_csv(run_dir, label):
   """Asserts that the node's TensorBoard events, read as TensorBoard reads
   them, hold every row of logs/<label>.csv under `<label>/<column>`, at
-  the row's env_steps."""
+  the row's env_steps (the evaluator's samples' columns only where the run
+  measured them: NaN in the CSV otherwise)."""
   from tensorboard.backend.event_processing import event_accumulator
+  from tandem.agents.nodes.acting import SAMPLED_COLUMNS
   from tandem.agents.runtime import logs
   rows = logs.read_csv(os.path.join(run_dir, 'logs', f'{label}.csv'))
   acc = event_accumulator.EventAccumulator(
       os.path.join(run_dir, 'logs', 'tb', label), size_guidance={'scalars': 0})
   acc.Reload()
-  columns = set(rows[0]) - {'env_steps', 'wall_time'}
+  columns = {c for c in set(rows[0]) - {'env_steps', 'wall_time'}
+             if not (c in SAMPLED_COLUMNS and
+                     all(math.isnan(r[c]) for r in rows))}
   assert set(acc.Tags()['scalars']) == {f'{label}/{c}' for c in columns}, \
       label
   steps = [e.step for e in acc.Scalars(f'{label}/learner_steps')]

@@ -312,9 +312,17 @@ def test_the_evaluator_scores_the_policys_samples_beside_its_mean(
   # Every parameter 0: the mean action is 0 for every observation and the
   # stddev the head's initial 0.5, so |a| of a sample is 0.4 on average.
   program.learner.params = jax.tree.map(np.zeros_like, program.learner.params)
-  off = _evaluator(program, _config()).evaluate_now(episodes=4)
+  off = _evaluator(program, _config(tensorboard=True)).evaluate_now(
+      episodes=4)
   assert off['eval_return'] == 0.0
   assert all(np.isnan(off[c]) for c in acting.SAMPLED_COLUMNS)
+  # Unmeasured: NaN in the CSV's columns, no series in TensorBoard.
+  from tensorboard.backend.event_processing import event_accumulator
+  tb = event_accumulator.EventAccumulator(
+      os.path.join(program.rd.logs, 'tb', 'evaluator'))
+  tb.Reload()
+  shown = {t.split('/', 1)[1] for t in tb.Tags()['scalars']}
+  assert 'eval_return' in shown and not shown & set(acting.SAMPLED_COLUMNS)
   rows = [_evaluator(program, _config(eval_sampled=True)).evaluate_now(
       episodes=4) for _ in range(2)]
   for row in rows:

@@ -1,5 +1,6 @@
 """Log rows carry global counts and survive a resume."""
 
+import math
 import os
 
 import pytest
@@ -98,6 +99,28 @@ def test_tensorboard_holds_every_row_under_the_csv_names(tmp_path):
   # The event's wall time is the CSV row's.
   assert [e.wall_time for e in loss] == pytest.approx(
       [r['wall_time'] for r in logs.read_csv(again.path)])
+
+
+def test_an_optional_column_reaches_tensorboard_only_where_measured(
+    tmp_path):
+  """A column a run does not measure (NaN) stays in the CSV, so its header
+  holds when a resume measures it, but draws no NaN series; a NaN in any
+  other column (a loss gone bad) still shows."""
+  from tensorboard.backend.event_processing import event_accumulator
+  logger = logs.Logger(str(tmp_path), 'evaluator', optional=('sampled',))
+  nan = float('nan')
+  logger.write({'env_steps': 0, 'learner_steps': 0, 'ret': 1.0,
+                'loss': nan, 'sampled': nan})
+  logger.write({'env_steps': 100, 'learner_steps': 1, 'ret': 2.0,
+                'loss': 0.5, 'sampled': 3.0})
+  csv_rows = logs.read_csv(logger.path)
+  assert math.isnan(csv_rows[0]['sampled']) and csv_rows[1]['sampled'] == 3.0
+  acc = event_accumulator.EventAccumulator(str(tmp_path / 'tb' / 'evaluator'))
+  acc.Reload()
+  assert [(e.step, e.value) for e in acc.Scalars('evaluator/sampled')] == [
+      (100, 3.0)]
+  loss = [e.value for e in acc.Scalars('evaluator/loss')]
+  assert len(loss) == 2 and math.isnan(loss[0]) and loss[1] == 0.5
 
 
 def test_tensorboard_drops_the_rows_a_resume_cut_from_the_csv(tmp_path):
