@@ -47,6 +47,12 @@ ABSORBING = ('auto', 'on', 'off')
 # score (GAIL's logit, AIRL's f = g + γ h(s') - h(s)); 'g', AIRL's reward
 # term g alone, leaving the shaping term h unconstrained.
 PENALTY_ON = ('score', 'g')
+# Where the gradient penalty takes its gradients: 'interpolates', at random
+# points between paired expert and agent inputs (Gulrajani et al. 2017, as
+# DAC uses it); 'expert', at the expert's inputs alone (with target 0 the R1
+# penalty of Mescheder et al. 2018), which leaves the score's slope free
+# between the expert's states and the agent's.
+PENALTY_AT = ('interpolates', 'expert')
 
 
 def discriminator_optimizer(name: str = 'adam', learning_rate: float = 3e-4,
@@ -73,6 +79,7 @@ class AILConfig:
   # et al. 2018; Thanh-Tung et al. 2019).
   gradient_penalty_target: float = 1.0
   gradient_penalty_on: str = 'score'   # PENALTY_ON
+  gradient_penalty_at: str = 'interpolates'   # PENALTY_AT
   normalize_inputs: bool = True
   # Normalised observations are clipped to ±this many standard deviations.
   normalizer_clip: float = 5.0
@@ -127,6 +134,8 @@ class AILConfig:
                         self.gradient_penalty_target)
     fields.one_of(o, 'gradient_penalty_on', self.gradient_penalty_on,
                   PENALTY_ON)
+    fields.one_of(o, 'gradient_penalty_at', self.gradient_penalty_at,
+                  PENALTY_AT)
     if self.gradient_penalty_on == 'g' and self.kind != 'airl':
       fields.fail(o, 'gradient_penalty_on', "'score' (GAIL has no g)",
                   self.gradient_penalty_on)

@@ -310,16 +310,22 @@ def with_absorbing_rows(logits_: jax.Array, t: Transitions,
 
 
 def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
-                     key, target: float = 1.0) -> jax.Array:
+                     key, target: float = 1.0,
+                     at: str = 'interpolates') -> jax.Array:
   """mean_b (‖∇_x fn(x̂)_b‖₂ - target)², x̂ = u x_expert + (1 - u) x_agent.
 
   Gulrajani et al. 2017, Eq. 3 (target 1); target 0 is the zero-centred
-  form. u = jax.random.uniform(key, [B, 1]). fn: [B, X] -> [B] with rows
-  independent, so the gradient of the sum is each row's own gradient.
-  x_expert, x_agent: [B, X]; returns a scalar.
+  form. u = jax.random.uniform(key, [B, 1]) at 'interpolates'; u = 1 at
+  'expert', where target 0 is Mescheder et al. 2018's R1 (their γ/2 is the
+  caller's weight). fn: [B, X] -> [B] with rows independent, so the
+  gradient of the sum is each row's own gradient. x_expert, x_agent:
+  [B, X]; returns a scalar.
   """
-  u = jax.random.uniform(key, (x_expert.shape[0], 1), x_expert.dtype)
-  x_hat = u * x_expert + (1.0 - u) * x_agent
+  if at == 'expert':
+    x_hat = x_expert
+  else:
+    u = jax.random.uniform(key, (x_expert.shape[0], 1), x_expert.dtype)
+    x_hat = u * x_expert + (1.0 - u) * x_agent
   g = jax.grad(lambda x: jnp.sum(fn(x)))(x_hat)
   # The epsilon keeps the norm's own gradient finite where ∇fn = 0 (e.g. a
   # zero-initialised head), since the loss differentiates through it.
@@ -430,7 +436,8 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
         return _score_normalized(cfg, params, s, a, s_next,
                                  jnp.ones(x.shape[:-1], x.dtype), gamma)
       gp = gradient_penalty(fn, x_expert, x_agent, key_penalty,
-                            cfg.gradient_penalty_target)
+                            cfg.gradient_penalty_target,
+                            cfg.gradient_penalty_at)
     else:
       gp = jnp.float32(0.0)
     total = ll + cfg.gradient_penalty * gp

@@ -303,6 +303,26 @@ def test_gradient_penalty_quadratic_depends_on_interpolation():
   assert other != pytest.approx(got, rel=1e-4)
 
 
+def test_gradient_penalty_at_the_experts_inputs_is_r1():
+  # At 'expert' the gradients are taken at the expert's inputs alone: the
+  # agent's inputs and the key change nothing; with target 0 it is the mean
+  # squared gradient norm there (R1).
+  c = 0.75
+  fn = lambda x: c * jnp.sum(jnp.square(x), axis=-1)   # ∇ = 2c x
+  x_e = jnp.array([[1.0, 2.0], [0.0, -1.0], [3.0, 0.5], [-2.0, 2.0]])
+  x_a = jnp.array([[-1.0, 0.0], [2.0, 2.0], [0.0, 0.0], [1.0, -1.0]])
+  r1 = lambda x_agent, key: float(disc.gradient_penalty(
+      fn, x_e, x_agent, key, target=0.0, at='expert'))
+  want = np.mean(np.square(2 * c * np.linalg.norm(x_e, axis=-1)))
+  assert r1(x_a, jax.random.PRNGKey(7)) == pytest.approx(want, rel=1e-5)
+  assert r1(-3.0 * x_a, jax.random.PRNGKey(8)) == pytest.approx(want,
+                                                                rel=1e-5)
+  # The interpolates' penalty differs on the same inputs.
+  assert float(disc.gradient_penalty(fn, x_e, x_a, jax.random.PRNGKey(7),
+                                     target=0.0)) != pytest.approx(want,
+                                                                   rel=1e-3)
+
+
 def test_gradient_penalty_finite_gradient_at_zero_slope():
   # A flat fn has ∇ = 0, where the norm's derivative would be 0/0.
   fn = lambda x, s: s * jnp.sum(x, -1)
@@ -624,6 +644,39 @@ def test_update_penalty_target_and_airl_g_only(on, target):
                                   unpenalised.params[part])
   assert same('h') == (on == 'g')
   assert not same('g')
+
+
+def test_update_penalty_at_the_expert_takes_the_experts_inputs():
+  lam = 2.0
+  cfg = _plain_cfg(kind='airl', reward='f', input='state_next_state',
+                   gradient_penalty=lam, gradient_penalty_target=0.0,
+                   gradient_penalty_at='expert')
+  state = disc.init(cfg, 3, 2, 0)
+  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)
+  agent = _batch(jax.random.PRNGKey(1), 8, -1.0)
+  log_pi = jnp.linspace(-2.0, 0.0, 8)
+  _, m = disc.update(cfg, state, expert, agent, log_pi, log_pi, 0.99)
+  norm = disc.init_normalizer(3)   # normalisation off: flat = raw inputs
+
+  def fn(x):
+    t = disc.Transitions(x[:, :3], x[:, 3:5], x[:, 5:], jnp.ones(x.shape[0]))
+    return disc.score(cfg, state.params, norm, t, 0.99)
+
+  x_e = jnp.concatenate(
+      [expert.observation, expert.action, expert.next_observation], -1)
+  grads = jax.grad(lambda x: jnp.sum(fn(x)))(x_e)
+  want = float(jnp.mean(jnp.sum(jnp.square(grads), -1)))
+  assert want > 0
+  assert float(m['gradient_penalty']) == pytest.approx(want, rel=1e-4)
+  assert float(m['discriminator_loss']) == pytest.approx(
+      float(m['logistic_loss']) + lam * want, rel=1e-5)
+  # The agent's inputs do not enter the penalty.
+  _, m_far = disc.update(cfg, state, expert,
+                         agent._replace(observation=agent.observation * 4.0),
+                         log_pi, log_pi, 0.99)
+  assert float(m_far['gradient_penalty']) == pytest.approx(want, rel=1e-4)
+  with pytest.raises(ConfigError, match='gradient_penalty_at'):
+    _plain_cfg(kind='airl', reward='f', gradient_penalty_at='agent')
 
 
 def test_penalty_on_g_is_refused_for_gail():

@@ -86,6 +86,7 @@ def test_missing_demos_and_wrong_program_are_refused(capsys, tmp_path, demos):
     ('--ail.gradient_penalty=-1', 'AILConfig.gradient_penalty'),
     ('--ail.gradient_penalty_target=-1', 'AILConfig.gradient_penalty_target'),
     ('--ail.gradient_penalty_on=h', 'AILConfig.gradient_penalty_on'),
+    ('--ail.gradient_penalty_at=agent', 'AILConfig.gradient_penalty_at'),
     # configs/ail.py:tiny is GAIL, which has no g.
     ('--ail.gradient_penalty_on=g', 'AILConfig.gradient_penalty_on'),
     ('--ail.discriminator_optimizer.name=lion',
