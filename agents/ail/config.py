@@ -50,8 +50,9 @@ PENALTY_ON = ('score', 'g')
 # Where the gradient penalty takes its gradients: 'interpolates', at random
 # points between paired expert and agent inputs (Gulrajani et al. 2017, as
 # DAC uses it); 'expert', at the expert's inputs alone (with target 0 the R1
-# penalty of Mescheder et al. 2018), which leaves the score's slope free
-# between the expert's states and the agent's.
+# penalty of Mescheder et al. 2018), which penalises the score's slope where
+# the expert is, not on the way there (though a network's slope elsewhere
+# moves with it: on point_mass it flattened f as much, BENCHMARKS.md).
 PENALTY_AT = ('interpolates', 'expert')
 
 

@@ -409,6 +409,9 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
     key, key_penalty = jax.random.split(key)
     x_expert = _flat_inputs(cfg, normalizer, expert)
     x_agent = _flat_inputs(cfg, normalizer, agent)
+    d_penalty = (_inputs(cfg, normalizer, expert)[3].reshape(-1)
+                 if cfg.gradient_penalty_at == 'expert'
+                 else jnp.ones(x_expert.shape[:-1], x_expert.dtype))
 
   # 2. Loss.
   def loss_fn(params):
@@ -428,13 +431,13 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
       # (Acme differentiates the whole logit, log π's input gradient
       # included). Interpolated pairs of unrelated transitions have no
       # terminal flag of their own, so on the whole score h(s') always
-      # counts (d = 1), which keeps h smooth at every s' the penalty visits.
+      # counts (d = 1), which keeps h smooth at every s' the penalty visits;
+      # at the expert's inputs each row keeps its own, as it is scored.
       def fn(x):
         s, a, s_next = _split_inputs(x, in_dim, act_dim)
         if cfg.gradient_penalty_on == 'g':
           return _g_airl(cfg, params, s, a)
-        return _score_normalized(cfg, params, s, a, s_next,
-                                 jnp.ones(x.shape[:-1], x.dtype), gamma)
+        return _score_normalized(cfg, params, s, a, s_next, d_penalty, gamma)
       gp = gradient_penalty(fn, x_expert, x_agent, key_penalty,
                             cfg.gradient_penalty_target,
                             cfg.gradient_penalty_at)

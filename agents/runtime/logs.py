@@ -46,7 +46,7 @@ class Logger:
 
   `optional` names columns that are NaN where a run does not measure them
   (the CSV keeps them, so its header holds whether or not a resume turns
-  them on): TensorBoard gets them only where finite, not a series of NaN.
+  them on): TensorBoard gets them only where not NaN, not a series of NaN.
   """
 
   def __init__(self, directory: str, label: str, tensorboard: bool = True,

@@ -652,14 +652,17 @@ def test_update_penalty_at_the_expert_takes_the_experts_inputs():
                    gradient_penalty=lam, gradient_penalty_target=0.0,
                    gradient_penalty_at='expert')
   state = disc.init(cfg, 3, 2, 0)
-  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)
+  # Half the expert's rows terminal (no absorbing states): each is
+  # penalised as it is scored, without h(s') there.
+  expert = _batch(jax.random.PRNGKey(0), 8, 1.0)._replace(
+      discount=jnp.array([1.0, 0.0] * 4))
   agent = _batch(jax.random.PRNGKey(1), 8, -1.0)
   log_pi = jnp.linspace(-2.0, 0.0, 8)
   _, m = disc.update(cfg, state, expert, agent, log_pi, log_pi, 0.99)
   norm = disc.init_normalizer(3)   # normalisation off: flat = raw inputs
 
   def fn(x):
-    t = disc.Transitions(x[:, :3], x[:, 3:5], x[:, 5:], jnp.ones(x.shape[0]))
+    t = disc.Transitions(x[:, :3], x[:, 3:5], x[:, 5:], expert.discount)
     return disc.score(cfg, state.params, norm, t, 0.99)
 
   x_e = jnp.concatenate(
