@@ -156,13 +156,14 @@ def resolve_train_config(args, extra: Sequence[str],
 
 
 def in_its_folder(cfg, run_dir: str):
-  """`cfg` with runs_root the folder `run_dir` (an absolute path) is in, where the stored one
-  names another (the run was copied or moved): what a resumed run's
-  config.json and history then record. A stored path that resolves to that
-  folder is kept as written, and so is a bucket path (under /gcs/): a Vertex
-  AI run's runs_root is where its replicas see it, which this machine names
-  through the bucket's mount, and a later cloud resume needs it as it was
-  (launch/cloud/vertex.py holds the two together)."""
+  """`cfg` with runs_root the folder `run_dir` (an absolute path) is in,
+  where the stored one names another (the run was copied or moved): what
+  a resumed run's config.json and history then record. A stored path that
+  resolves to that folder is kept as written, and so is a bucket path
+  (under /gcs/): a Vertex AI run's runs_root is where its replicas see it,
+  which this machine names through the bucket's mount, and a later cloud
+  resume needs it as it was (launch/cloud/vertex.py holds the two
+  together)."""
   here = os.path.dirname(run_dir)
   if (os.path.abspath(cfg.runs_root) == here or
       cloud_config.under(cfg.runs_root, cloud_config.GCS_MOUNT)):

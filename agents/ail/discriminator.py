@@ -334,12 +334,13 @@ def gradient_penalty(fn, x_expert: jax.Array, x_agent: jax.Array,
 
 
 def _flat_inputs(cfg: AILConfig, norm: Normalizer,
-                 t: Transitions) -> jax.Array:
-  """concat(s, a, s') as `_inputs` gives them: [..., 2O' + D] -> [N, 2O' +
-  D], O' = O (+ 1 with absorbing states)."""
-  s, a, s_next, _ = _inputs(cfg, norm, t)
+                 t: Transitions) -> tuple[jax.Array, jax.Array]:
+  """concat(s, a, s') and the discount as `_inputs` gives them: [..., 2O' +
+  D] -> [N, 2O' + D] and [...] -> [N], O' = O (+ 1 with absorbing
+  states)."""
+  s, a, s_next, d = _inputs(cfg, norm, t)
   x = jnp.concatenate([s, a, s_next], -1)
-  return x.reshape(-1, x.shape[-1])
+  return x.reshape(-1, x.shape[-1]), d.reshape(-1)
 
 
 def _split_inputs(x: jax.Array, observation_dim: int, action_dim: int):
@@ -407,11 +408,10 @@ def update(cfg: AILConfig, state: DiscriminatorState, expert: Transitions,
   use_penalty = cfg.gradient_penalty > 0
   if use_penalty:
     key, key_penalty = jax.random.split(key)
-    x_expert = _flat_inputs(cfg, normalizer, expert)
-    x_agent = _flat_inputs(cfg, normalizer, agent)
-    d_penalty = (_inputs(cfg, normalizer, expert)[3].reshape(-1)
-                 if cfg.gradient_penalty_at == 'expert'
-                 else jnp.ones(x_expert.shape[:-1], x_expert.dtype))
+    x_expert, d_expert = _flat_inputs(cfg, normalizer, expert)
+    x_agent, _ = _flat_inputs(cfg, normalizer, agent)
+    d_penalty = (d_expert if cfg.gradient_penalty_at == 'expert'
+                 else jnp.ones_like(d_expert))
 
   # 2. Loss.
   def loss_fn(params):
