@@ -109,12 +109,12 @@ def gail_point_mass() -> AILTrainConfig:
   the small target to the walls, where an exploring point mass comes to
   rest: at λ = 10 the walls paid 0.4–0.8 a step against 1.0–1.5 on the
   target and no seed passed 50% of the expert; at λ = 0, 3 of 3 did and 2
-  reached 90% by 100k env steps. On cartpole:swingup the same change stops
-  GAIL near 200-270, so the two tasks keep different penalties (BENCHMARKS.md,
-  GAIL on point_mass:easy). BC at λ = 0 brought all 3 seeds to 90% (by 50k
-  env steps, median 30k) and each ended above 80% of the expert; at λ = 10
-  it did not keep them on the target (BENCHMARKS.md, GAIL with behaviour
-  cloning)."""
+  reached 90% by 100k env steps. On cartpole:swingup the same change keeps
+  GAIL below 320 (finals 180-249), so the two tasks keep different
+  penalties (BENCHMARKS.md, GAIL on point_mass:easy). BC at λ = 0 brought
+  all 3 seeds to 90% (by 50.2k env steps, median 30.2k) and each ended
+  above 80% of the expert; at λ = 10 it did not keep them on the target
+  (BENCHMARKS.md, GAIL with behaviour cloning)."""
   cartpole = gail_cartpole()
   return dataclasses.replace(
       cartpole, name='gail_point_mass', env='point_mass:easy',
