@@ -265,8 +265,8 @@ def airl_nobc_walker() -> AILTrainConfig:
   `airl_point_mass`'s λ = 0 no seed held 90% and one collapsed (the same
   file: no gradient penalty), so λ stays 10 here and the two configs
   differ in it. Both learning rates annealed over the last third held 1
-  seed of 3 (the same file: the rates annealed over the last third), so
-  they stay constant."""
+  seed of 3, the constant rates 2 (the same file: the rates annealed over
+  the last third), so they stay constant."""
   walker = airl_walker()
   return dataclasses.replace(
       walker, name='airl_nobc_walker',

@@ -64,11 +64,23 @@ def test_the_pages_are_found():
   assert {'README.md', 'BENCHMARKS.md', 'docs/architecture.md'} <= set(PAGES)
 
 
+def paragraphs(page):
+  """(first line number, text) of each run of non-blank prose lines, joined
+  with spaces: a link's text may wrap onto the next line."""
+  block = []
+  for number, line in list(prose_lines(page)) + [(None, '')]:
+    if line.strip():
+      block.append((number, line.strip()))
+    elif block:
+      yield block[0][0], ' '.join(text for _, text in block)
+      block = []
+
+
 @pytest.mark.parametrize('page', PAGES)
 def test_every_relative_link_names_a_file_and_heading_that_exist(page):
   broken = []
-  for number, line in prose_lines(page):
-    for target in LINK.findall(CODE_SPAN.sub('', line)):
+  for number, text in paragraphs(page):
+    for target in LINK.findall(CODE_SPAN.sub('', text)):
       if re.match(r'^[a-z][a-z0-9+.-]*:', target):
         continue  # https:, mailto: and the like
       path, _, anchor = target.partition('#')
