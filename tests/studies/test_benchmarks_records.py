@@ -10,6 +10,7 @@ and `seeds_holding_if_steady`, which needs every episode's return, is not
 compared. The imitation library's lines (`"library"`) are another study's
 and are left out; every other line must name its records."""
 
+import functools
 import json
 import os
 import re
@@ -82,16 +83,23 @@ def quoted_lines():
               any(key.split('.')[0] in KINDS for key in quoted))]
 
 
+@functools.lru_cache(maxsize=None)
+def expert(task):
+  """(the expert's episode returns or None, their mean), read once a task."""
+  returns, _ = al.expert_returns(DEMOS[task])
+  return returns, (al.EXPERT_MEAN_FALLBACK if returns is None
+                   else returns.mean())
+
+
 def rebuilt(folders, kinds, task):
   """The summary's keys from the records under `folders` alone (read only),
   and whether the expert's episode returns were at hand."""
-  returns, _ = al.expert_returns(DEMOS[task])
-  expert = al.EXPERT_MEAN_FALLBACK if returns is None else returns.mean()
-  cells = al.read_cells(os.path.join(RESULTS, '.none'), kinds, expert,
+  returns, expert_mean = expert(task)
+  cells = al.read_cells(os.path.join(RESULTS, '.none'), kinds, expert_mean,
                         returns=returns,
                         also_records=[os.path.join(RESULTS, f)
                                       for f in folders])
-  out = {'task': task, 'expert_return_mean': round(float(expert), 2)}
+  out = {'task': task, 'expert_return_mean': round(float(expert_mean), 2)}
   for kind in kinds:
     if not cells[kind] or any(c['task'] != task for c in cells[kind]):
       return None, returns is not None
@@ -110,9 +118,8 @@ def differences(quoted, built, with_returns):
 
 def candidates(folders):
   """Each folder alone, then each pair (a study continued in a second
-  folder, e.g. three more seeds)."""
-  singles = [[f] for f in folders
-             if os.path.isdir(os.path.join(RESULTS, f))]
+  folder, e.g. three more seeds); `folders` are RECORDED's."""
+  singles = [[f] for f in folders]
   pairs = [a + b for i, a in enumerate(singles) for b in singles[i + 1:]]
   return singles + pairs
 
